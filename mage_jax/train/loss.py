@@ -1,0 +1,128 @@
+"""Chunked next-token cross-entropy over packed bins.
+
+At 32,768 tokens × 151,936 vocab, fp32 logits are ~20 GB per row, so the LM
+head and the softmax run over chunks of the sequence under `lax.map` with a
+`jax.checkpoint`ed body: the forward keeps only per-token scalars and the
+backward recomputes each chunk's logits, so [T, V] never exists either way.
+
+The loss is returned as *sums* (weighted loss, weight denominator, token
+count, ...) so gradient accumulation can add micro-batches and divide once;
+`finalize` turns the sums into means.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+
+class TokenStats(NamedTuple):
+  """Per-token quantities [B, T] from the chunked head (all fp32)."""
+  nll: jax.Array       # -log p(target)
+  lse: jax.Array       # log-sum-exp of the logits (for z-loss)
+  correct: jax.Array   # 1.0 where argmax == target
+
+
+def token_stats(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
+                *, chunk_size: int = 1024) -> TokenStats:
+  """Per-token NLL / logsumexp / correctness without materialising [B, T, V].
+
+  hidden [B, T, D] (any float dtype), kernel [D, V], targets int32 [B, T].
+  The matmul runs in hidden's dtype with fp32 accumulation; softmax in fp32.
+  """
+  b, t, d = hidden.shape
+  chunk = max(1, min(chunk_size, t))
+  n_chunks = -(-t // chunk)
+  pad = n_chunks * chunk - t
+  if pad:
+    hidden = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0)))
+    targets = jnp.pad(targets, ((0, 0), (0, pad)))
+  # [n_chunks, B, chunk, ...]: the batch axis stays where its sharding is.
+  h_chunks = hidden.reshape(b, n_chunks, chunk, d).swapaxes(0, 1)
+  t_chunks = targets.reshape(b, n_chunks, chunk).swapaxes(0, 1)
+  w = kernel.astype(hidden.dtype)
+
+  @jax.checkpoint
+  def one_chunk(args):
+    h, tgt = args
+    logits = jnp.einsum("bcd,dv->bcv", h, w, preferred_element_type=jnp.float32)
+    lse = jax.nn.logsumexp(logits, axis=-1)
+    tgt_logit = jnp.take_along_axis(logits, tgt[..., None], axis=-1)[..., 0]
+    correct = (jnp.argmax(logits, axis=-1) == tgt).astype(jnp.float32)
+    return lse - tgt_logit, lse, jax.lax.stop_gradient(correct)
+
+  nll, lse, correct = jax.lax.map(one_chunk, (h_chunks, t_chunks))
+
+  def unchunk(x):
+    return x.swapaxes(0, 1).reshape(b, n_chunks * chunk)[:, :t]
+
+  return TokenStats(unchunk(nll), unchunk(lse), unchunk(correct))
+
+
+def token_weights(loss_mask: jax.Array, segment_ids: jax.Array,
+                  per_sequence: bool) -> tuple[jax.Array, jax.Array]:
+  """Weights [B, T] and their denominator (a scalar sum).
+
+  Token mean: weight = mask, denominator = number of trained tokens.
+  Per-sequence mean: every packed segment with trained tokens counts once;
+  its tokens get mask / n_trained(segment) and the denominator is the number
+  of such segments. Both are sums, so micro-batches add up exactly.
+  """
+  mask = loss_mask.astype(jnp.float32)
+  if not per_sequence:
+    return mask, mask.sum()
+  # Count trained tokens per (row, segment id) with a one-hot over segment ids.
+  max_seg = segment_ids.shape[-1] + 1
+  onehot = jax.nn.one_hot(segment_ids, max_seg, dtype=jnp.float32)  # [B, T, S]
+  per_seg = jnp.einsum("bt,bts->bs", mask, onehot)                    # [B, S]
+  per_seg = per_seg.at[:, 0].set(0.0)                                 # padding segment
+  n_tok = jnp.take_along_axis(per_seg, segment_ids, axis=-1)          # [B, T]
+  weights = jnp.where(n_tok > 0, mask / jnp.maximum(n_tok, 1.0), 0.0)
+  return weights, (per_seg > 0).sum().astype(jnp.float32)
+
+
+class LossSums(NamedTuple):
+  """Additive loss statistics of one (micro-)batch."""
+  loss: jax.Array         # sum of weight * (nll + z_loss_weight * lse^2)
+  nll: jax.Array          # sum of weight * nll
+  z: jax.Array            # sum of weight * lse^2
+  denominator: jax.Array  # sum of weights' normaliser (tokens or segments)
+  tokens: jax.Array       # trained tokens
+  correct: jax.Array      # trained tokens predicted right (argmax)
+
+
+def loss_sums(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
+              loss_mask: jax.Array, segment_ids: jax.Array, *,
+              chunk_size: int = 1024, z_loss_weight: float = 0.0,
+              per_sequence: bool = False) -> LossSums:
+  stats = token_stats(hidden, kernel, targets, chunk_size=chunk_size)
+  weights, denominator = token_weights(loss_mask, segment_ids, per_sequence)
+  mask = loss_mask.astype(jnp.float32)
+  nll = (weights * stats.nll).sum()
+  z = (weights * jnp.square(stats.lse)).sum()
+  return LossSums(loss=nll + z_loss_weight * z, nll=nll, z=z, denominator=denominator,
+                  tokens=mask.sum(), correct=(mask * stats.correct).sum())
+
+
+def finalize(sums: LossSums) -> dict[str, jax.Array]:
+  """Means from sums; a batch with nothing trained gives loss 0, not NaN."""
+  den = jnp.maximum(sums.denominator, 1.0)
+  return {
+      "loss": sums.loss / den,
+      "nll": sums.nll / den,
+      "z_loss": sums.z / den,
+      "accuracy": sums.correct / jnp.maximum(sums.tokens, 1.0),
+      "trained_tokens": sums.tokens,
+  }
+
+
+def cross_entropy(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
+                  loss_mask: jax.Array, segment_ids: jax.Array, *,
+                  chunk_size: int = 1024, z_loss_weight: float = 0.0,
+                  per_sequence: bool = False) -> tuple[jax.Array, dict[str, jax.Array]]:
+  """Mean loss and metrics for a single batch (no accumulation)."""
+  sums = loss_sums(hidden, kernel, targets, loss_mask, segment_ids, chunk_size=chunk_size,
+                   z_loss_weight=z_loss_weight, per_sequence=per_sequence)
+  metrics = finalize(sums)
+  return metrics["loss"], metrics
