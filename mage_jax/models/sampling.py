@@ -1,0 +1,174 @@
+"""KV cache, prefill/decode steps and sampling for any decoder-protocol model.
+
+The model must implement the decoder protocol (see `mage_jax.models.qwen3`):
+`embed_inputs`, `decode`, `init_cache`, `lm_head_kernel` (Qwen3ForCausalLM
+and MageVL do).
+
+Cache layout: per layer k, v [B, S_max, Hkv, D] in the compute dtype, plus
+the slots' segment ids and positions [B, S_max] and one write index shared by
+all rows. Prompts are right-padded: a prefill writes all L slots, padding slots
+get segment 0 and are never attended; generated token i of row b sits in slot
+L + i with position len_b + i. Empty slots have segment 0.
+
+Logits are computed only for each row's last prompt token and for each new
+token ([B, V] per step), never [T, V] for a whole prompt.
+
+Log-probs returned are of the *processed* distribution that was sampled from
+(log-softmax of logits / temperature, restricted to the top-p nucleus and
+renormalised), like vLLM's `processed_logprobs`. With greedy=True they are the
+raw log-softmax of the logits (temperature and top_p ignored).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx, struct
+
+from mage_jax.models.config import IM_END_ID, PAD_ID, Qwen3Config
+from mage_jax.models.layers import as_dtype
+
+
+@struct.dataclass
+class KVCache:
+  k: tuple[jax.Array, ...]      # per layer [B, S_max, Hkv, D]
+  v: tuple[jax.Array, ...]
+  segment_ids: jax.Array        # [B, S_max] int32, 0 = empty or padding
+  positions: jax.Array          # [B, S_max] int32
+  index: jax.Array              # int32 scalar: next slot to write
+
+  @property
+  def max_len(self) -> int:
+    return self.segment_ids.shape[1]
+
+
+def init_kv_cache(cfg: Qwen3Config, batch_size: int, max_len: int) -> KVCache:
+  shape = (batch_size, max_len, cfg.num_key_value_heads, cfg.head_dim)
+  dtype = as_dtype(cfg.compute_dtype)
+  zeros = lambda: jnp.zeros(shape, dtype)
+  return KVCache(k=tuple(zeros() for _ in range(cfg.num_hidden_layers)),
+                 v=tuple(zeros() for _ in range(cfg.num_hidden_layers)),
+                 segment_ids=jnp.zeros((batch_size, max_len), jnp.int32),
+                 positions=jnp.zeros((batch_size, max_len), jnp.int32),
+                 index=jnp.zeros((), jnp.int32))
+
+
+def last_logits(model, hidden: jax.Array) -> jax.Array:
+  """hidden [B, D] -> fp32 logits [B, V] through the model's LM head."""
+  kernel = model.lm_head_kernel()
+  dtype = hidden.dtype
+  return jnp.dot(hidden, kernel.astype(dtype), preferred_element_type=jnp.float32)
+
+
+def prefill(model, tokens: jax.Array, lengths: jax.Array, cache: KVCache,
+            **vision_inputs) -> tuple[jax.Array, KVCache]:
+  """Run the right-padded prompt [B, L] through the model; logits [B, V] at each row's last token."""
+  b, length = tokens.shape
+  slot = jnp.arange(length, dtype=jnp.int32)[None, :]
+  segment_ids = (slot < lengths[:, None]).astype(jnp.int32)
+  positions = jnp.broadcast_to(slot, (b, length))
+  embeds = model.embed_inputs(tokens, **vision_inputs)
+  hidden, cache = model.decode(embeds, positions, segment_ids, cache)
+  last = jnp.take_along_axis(hidden, (lengths - 1)[:, None, None], axis=1)[:, 0]
+  return last_logits(model, last), cache
+
+
+def decode_step(model, tokens: jax.Array, positions: jax.Array,
+                cache: KVCache) -> tuple[jax.Array, KVCache]:
+  """One new token per row: tokens, positions [B] -> logits [B, V], cache."""
+  embeds = model.embed_inputs(tokens[:, None])
+  segment_ids = jnp.ones_like(tokens)[:, None]
+  hidden, cache = model.decode(embeds, positions[:, None], segment_ids, cache)
+  return last_logits(model, hidden[:, 0]), cache
+
+
+def process_logits(logits: jax.Array, temperature: float | jax.Array,
+                   top_p: float | jax.Array) -> jax.Array:
+  """Temperature then top-p (nucleus) filtering; tokens outside the nucleus get -inf.
+
+  The nucleus is the smallest prefix of tokens sorted by probability whose mass
+  reaches top_p (the most likely token is always kept).
+  """
+  logits = logits.astype(jnp.float32) / temperature
+  order = jnp.argsort(-logits, axis=-1)
+  sorted_logits = jnp.take_along_axis(logits, order, axis=-1)
+  probs = jax.nn.softmax(sorted_logits, axis=-1)
+  mass_before = jnp.cumsum(probs, axis=-1) - probs
+  keep_sorted = mass_before < top_p
+  keep_sorted = keep_sorted.at[..., 0].set(True)
+  keep = jnp.zeros_like(keep_sorted).at[
+      jnp.arange(logits.shape[0])[:, None], order].set(keep_sorted)
+  return jnp.where(keep, logits, -jnp.inf)
+
+
+def sample_token(logits: jax.Array, rng: jax.Array, *, greedy: bool, temperature,
+                 top_p) -> tuple[jax.Array, jax.Array]:
+  """-> (token [B] int32, log-prob [B] of that token; see module docstring)."""
+  if greedy:
+    token = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+  else:
+    processed = process_logits(logits, temperature, top_p)
+    token = jax.random.categorical(rng, processed, axis=-1).astype(jnp.int32)
+    logp = jax.nn.log_softmax(processed, axis=-1)
+  return token, jnp.take_along_axis(logp, token[:, None], axis=-1)[:, 0]
+
+
+@struct.dataclass
+class GenerateOutput:
+  tokens: jax.Array    # [B, N] int32; after EOS: pad_id
+  logprobs: jax.Array  # [B, N] fp32; after EOS: 0
+  lengths: jax.Array   # [B] int32 generated tokens per row, EOS included
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "max_new_tokens", "greedy"))
+def _generate_jit(graphdef, state, prompt_tokens, prompt_lengths, rng, temperature, top_p,
+                  eos_id, pad_id, vision_inputs, *, max_new_tokens: int, greedy: bool):
+  model = nnx.merge(graphdef, state)
+  b, length = prompt_tokens.shape
+  cache = model.init_cache(b, length + max_new_tokens)
+  logits, cache = prefill(model, prompt_tokens, prompt_lengths, cache, **vision_inputs)
+
+  def body(carry, step_rng):
+    cache, logits, done, pos = carry
+    token, logp = sample_token(logits, step_rng, greedy=greedy, temperature=temperature,
+                               top_p=top_p)
+    out_token = jnp.where(done, pad_id, token)
+    out_logp = jnp.where(done, 0.0, logp)
+    now_done = done | (token == eos_id)
+    logits, cache = decode_step(model, out_token, pos, cache)
+    return (cache, logits, now_done, pos + 1), (out_token, out_logp, ~done)
+
+  done0 = jnp.zeros((b,), bool)
+  rngs = jax.random.split(rng, max_new_tokens)
+  _, (tokens, logps, alive) = jax.lax.scan(
+      body, (cache, logits, done0, prompt_lengths.astype(jnp.int32)), rngs)
+  return GenerateOutput(tokens=tokens.T, logprobs=logps.T,
+                        lengths=alive.sum(0).astype(jnp.int32))
+
+
+def generate(model: Any, prompt_tokens, max_new_tokens: int, *, prompt_lengths=None,
+             temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
+             rng: jax.Array | None = None, eos_id: int = IM_END_ID, pad_id: int = PAD_ID,
+             **vision_inputs) -> GenerateOutput:
+  """Sample up to `max_new_tokens` per row after right-padded prompts [B, L].
+
+  `model` is a decoder-protocol nnx module, or a (graphdef, state) pair.
+  `prompt_lengths` [B] defaults to L for every row. Vision inputs (e.g.
+  patch_rows, patch_image_ids, patch_positions for MageVL) are passed to
+  `embed_inputs` at prefill. Runs as one jitted prefill + scan of decode steps.
+  """
+  graphdef, state = model if isinstance(model, tuple) else nnx.split(model)
+  prompt_tokens = jnp.asarray(prompt_tokens, jnp.int32)
+  if prompt_lengths is None:
+    prompt_lengths = jnp.full((prompt_tokens.shape[0],), prompt_tokens.shape[1], jnp.int32)
+  if rng is None:
+    if not greedy:
+      raise ValueError("sampling (greedy=False) needs an explicit rng")
+    rng = jax.random.key(0)
+  return _generate_jit(graphdef, state, prompt_tokens, jnp.asarray(prompt_lengths, jnp.int32),
+                       rng, jnp.float32(temperature), jnp.float32(top_p), jnp.int32(eos_id),
+                       jnp.int32(pad_id), vision_inputs, max_new_tokens=max_new_tokens,
+                       greedy=greedy)
