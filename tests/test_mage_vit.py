@@ -78,3 +78,207 @@ def test_rope_rotated_vector_literal_2x2():
   np.testing.assert_allclose(out, np.array(HAND_OUT), atol=2e-6)
   # Not a true rotation: the norm changes for patches with nonzero angles.
   assert abs(np.linalg.norm(out[3]) - np.linalg.norm(x[0, 0, 0])) > 1e-3
+
+
+# ---------------------------------------------------------------------------
+# Full tiny ViT vs a NumPy reference written from DESIGN.md.
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from flax import nnx  # noqa: E402
+
+from mage_jax.models.config import MageViTConfig  # noqa: E402
+from mage_jax.models import mage_vit  # noqa: E402
+
+TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=96,
+            out_hidden_size=48)
+MEAN = np.array([0.48145466, 0.4578275, 0.40821073])
+STD = np.array([0.26862954, 0.26130258, 0.27577711])
+
+
+def randomize(model: nnx.Module, seed: int = 0, std: float = 0.1) -> None:
+  """Give every param (incl. LN scales and biases) distinct random values."""
+  state = nnx.state(model, nnx.Param)
+  leaves, treedef = jax.tree.flatten(state)
+  keys = jax.random.split(jax.random.key(seed), len(leaves))
+  new = [l + std * jax.random.normal(k, l.shape, l.dtype) for l, k in zip(leaves, keys)]
+  nnx.update(model, jax.tree.unflatten(treedef, new))
+
+
+def np_params(model: nnx.Module) -> dict[str, np.ndarray]:
+  return {"/".join(map(str, p)): np.asarray(v[...], np.float64)
+          for p, v in nnx.to_flat_state(nnx.state(model, nnx.Param))}
+
+
+def ref_layernorm(x, scale, bias, eps=1e-6):
+  mu = x.mean(-1, keepdims=True)
+  var = ((x - mu) ** 2).mean(-1, keepdims=True)
+  return (x - mu) / np.sqrt(var + eps) * scale + bias
+
+
+_erf = np.vectorize(math.erf)
+
+
+def ref_gelu(x):
+  return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def ref_rope(x, pos, theta=10_000.0):
+  """x [P, H, D]; DESIGN.md: 4u/6u/6u split, e = concat(f, f), interleaved r."""
+  d = x.shape[-1]
+  half, u = d // 2, d // 32
+  sizes = (4 * u, 6 * u, 6 * u)
+  out = np.empty_like(x)
+  for p in range(x.shape[0]):
+    f = []
+    for axis, size in enumerate(sizes):
+      f += [pos[p][axis] * theta ** (-k / size) for k in range(size)]
+    assert len(f) == half
+    e = np.array(f + f)
+    for hd in range(x.shape[1]):
+      v = x[p, hd]
+      r = np.empty(d)
+      r[0::2], r[1::2] = -v[1::2], v[0::2]
+      out[p, hd] = v * np.cos(e) + r * np.sin(e)
+  return out
+
+
+def ref_vit(prm, rows_u8, ids, pos, cfg: MageViTConfig):
+  """One packed row: rows [P, 768] uint8, ids [P], pos [P, 3] -> merged [P//4, out]."""
+  chan = np.arange(rows_u8.shape[1]) // (cfg.patch_size ** 2)
+  x = (rows_u8.astype(np.float64) - 255 * MEAN[chan]) / (255 * STD[chan])
+  h = x @ prm["embeddings/patch_embedding/kernel"]
+  h = ref_layernorm(h, prm["layernorm_pre/scale"], prm["layernorm_pre/bias"])
+  n_p, d, nh, hd = h.shape[0], cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim
+  for i in range(cfg.num_hidden_layers):
+    g = lambda name: prm[f"encoder/layers/{i}/{name}"]
+    y = ref_layernorm(h, g("layer_norm1/scale"), g("layer_norm1/bias"))
+    qkv = y @ g("self_attn/qkv/kernel") + g("self_attn/qkv/bias")
+    q = ref_rope(qkv[:, :d].reshape(n_p, nh, hd), pos)
+    k = ref_rope(qkv[:, d:2 * d].reshape(n_p, nh, hd), pos)
+    v = qkv[:, 2 * d:].reshape(n_p, nh, hd)
+    o = np.zeros((n_p, nh, hd))
+    for a in range(n_p):
+      if ids[a] == 0:
+        continue  # padding patches attend to nothing -> zeros
+      keys = np.nonzero(ids == ids[a])[0]
+      for head in range(nh):
+        s = k[keys, head] @ q[a, head] / math.sqrt(hd)
+        w = np.exp(s - s.max())
+        o[a, head] = (w / w.sum()) @ v[keys, head]
+    h = h + o.reshape(n_p, d) @ g("self_attn/proj/kernel") + g("self_attn/proj/bias")
+    y = ref_layernorm(h, g("layer_norm2/scale"), g("layer_norm2/bias"))
+    y = ref_gelu(y @ g("mlp/fc1/kernel") + g("mlp/fc1/bias"))
+    h = h + y @ g("mlp/fc2/kernel") + g("mlp/fc2/bias")
+  y = ref_layernorm(h, prm["merger/ln_q/scale"], prm["merger/ln_q/bias"]).reshape(n_p // 4, 4 * d)
+  y = ref_gelu(y @ prm["merger/fc1/kernel"] + prm["merger/fc1/bias"])
+  return y @ prm["merger/fc2/kernel"] + prm["merger/fc2/bias"]
+
+
+def block_order_positions(gh, gw, t=0):
+  """Written here independently: 2x2 blocks row-major, row-major inside a block."""
+  out = []
+  for bh in range(gh // 2):
+    for bw in range(gw // 2):
+      for dh in range(2):
+        for dw in range(2):
+          out.append((t, 2 * bh + dh, 2 * bw + dw))
+  return np.array(out, np.int32)
+
+
+@pytest.fixture(scope="module")
+def tiny_vit():
+  cfg = MageViTConfig(**TINY)
+  model = mage_vit.MageViT(cfg, rngs=nnx.Rngs(0))
+  randomize(model, seed=1)
+  return cfg, model
+
+
+def packed_two_images(rng):
+  """Row 0: image A (2x2 patches, id 1) + image B (4x2 patches, id 2) + 4 padding patches.
+  Row 1: image B alone + 8 padding patches."""
+  a = rng.integers(0, 256, (4, 768), dtype=np.uint8)
+  b = rng.integers(0, 256, (8, 768), dtype=np.uint8)
+  pad = rng.integers(0, 256, (4, 768), dtype=np.uint8)  # garbage: must not leak
+  pa, pb = block_order_positions(2, 2), block_order_positions(4, 2)
+  rows = np.stack([np.concatenate([a, b, pad]), np.concatenate([b, pad, pad])])
+  ids = np.array([[1] * 4 + [2] * 8 + [0] * 4, [1] * 8 + [0] * 8], np.int32)
+  zeros = np.zeros((4, 3), np.int32)
+  pos = np.stack([np.concatenate([pa, pb, zeros]), np.concatenate([pb, zeros, zeros])])
+  return rows, ids, pos
+
+
+def test_vit_forward_matches_numpy_reference(tiny_vit):
+  cfg, model = tiny_vit
+  rows, ids, pos = packed_two_images(np.random.default_rng(0))
+  out = np.asarray(jax.jit(lambda m, *a: m(*a))(model, rows, ids, pos))
+  assert out.shape == (2, 4, cfg.out_hidden_size) and out.dtype == np.float32
+  assert np.isfinite(out).all()
+  prm = np_params(model)
+  ref0 = ref_vit(prm, rows[0, :12], ids[0, :12], pos[0, :12], cfg)  # both real images
+  np.testing.assert_allclose(out[0, :3], ref0, atol=1e-4, rtol=0)
+  ref_b = ref_vit(prm, rows[1, :8], ids[1, :8], pos[1, :8], cfg)
+  np.testing.assert_allclose(out[1, :2], ref_b, atol=1e-4, rtol=0)
+  # Block-diagonal: image B's merged tokens are the same packed after A or alone.
+  np.testing.assert_allclose(out[0, 1:3], out[1, :2], atol=1e-5, rtol=0)
+  # Sanity for the test itself: full (non-block-diagonal) attention would differ.
+  ref_joint = ref_vit(prm, rows[0, :12], np.ones(12, np.int32), pos[0, :12], cfg)
+  assert np.abs(ref_joint - ref0).max() > 1e-3
+
+
+def test_vit_unbatched_and_float_input(tiny_vit):
+  cfg, model = tiny_vit
+  rows, ids, pos = packed_two_images(np.random.default_rng(1))
+  batched = np.asarray(model(rows, ids, pos))
+  single = np.asarray(model(rows[0], ids[0], pos[0]))
+  assert single.shape == (4, cfg.out_hidden_size)
+  np.testing.assert_allclose(single, batched[0], atol=1e-5)
+  normed = mage_vit.normalize_patch_rows(rows)
+  assert normed.dtype == np.float32 and isinstance(normed, np.ndarray)
+  np.testing.assert_allclose(np.asarray(model(normed, ids, pos)), batched, atol=1e-5)
+
+
+def test_normalize_patch_rows_channel_layout():
+  row = np.zeros((1, 768), np.uint8)
+  row[0, 256:512] = 255  # channel 1 (green) is columns 256..511 of a [C, 16, 16] row
+  out = mage_vit.normalize_patch_rows(row)[0]
+  np.testing.assert_allclose(out[0], -0.48145466 / 0.26862954, rtol=1e-6)
+  np.testing.assert_allclose(out[300], (1 - 0.4578275) / 0.26130258, rtol=1e-6)
+  np.testing.assert_allclose(out[700], -0.40821073 / 0.27577711, rtol=1e-6)
+
+
+def test_grid_positions_and_video_windows(tiny_vit):
+  np.testing.assert_array_equal(mage_vit.grid_patch_positions(1, 4, 2),
+                                block_order_positions(4, 2))
+  ids = mage_vit.video_window_ids(6, 2, 2, max_window_frames=4, first_id=3)
+  np.testing.assert_array_equal(ids, [3] * 16 + [4] * 8)
+  # A 6-frame [6, 2, 2] video: frames 4-5 attend only within their window.
+  cfg, model = tiny_vit
+  rng = np.random.default_rng(2)
+  rows = rng.integers(0, 256, (24, 768), dtype=np.uint8)
+  pos = mage_vit.grid_patch_positions(6, 2, 2)
+  whole = np.asarray(model(rows, ids, pos))
+  window2 = np.asarray(model(rows[16:], ids[16:], pos[16:]))
+  np.testing.assert_allclose(whole[4:], window2, atol=1e-5)
+  window1 = np.asarray(model(rows[:16], ids[:16], pos[:16]))
+  np.testing.assert_allclose(whole[:4], window1, atol=1e-5)
+
+
+@pytest.mark.parametrize("policy", ["full", "dots", "save_attn_out"])
+def test_remat_policies_same_grads(tiny_vit, policy):
+  cfg, model = tiny_vit
+  rows, ids, pos = packed_two_images(np.random.default_rng(3))
+  remat_model = mage_vit.MageViT(
+      MageViTConfig(**TINY, remat_policy=policy), rngs=nnx.Rngs(0))
+  nnx.update(remat_model, nnx.state(model, nnx.Param))
+  loss = lambda m: jnp.sum(m(rows, ids, pos)[0, :3] ** 2)
+  g_ref = jax.tree.leaves(nnx.grad(loss)(model))
+  g_remat = jax.tree.leaves(nnx.grad(loss)(remat_model))
+  for a, b in zip(g_ref, g_remat):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+
+
+def test_patch_count_must_be_multiple_of_four(tiny_vit):
+  _, model = tiny_vit
+  with pytest.raises(ValueError, match="multiple of 4"):
+    model(np.zeros((6, 768), np.uint8), np.ones(6, np.int32), np.zeros((6, 3), np.int32))
