@@ -1,0 +1,70 @@
+"""Model presets as ml_collections ConfigDicts.
+
+    from configs import models
+    cd = models.get_config("mage_vl_tiny")       # or qwen3_4b, mage_vit, mage_vl_4b, qwen3_tiny, mage_vit_tiny
+    cd.text.remat_policy = "dots"                 # runtime knobs live beside the architecture
+    cfg = models.build_model_config(cd)           # -> MageVLConfig / Qwen3Config / MageViTConfig
+
+From the command line an entry point takes `--config=configs/models.py:mage_vl_tiny`
+(other config files embed `models.get_config(...)` under their `model` key).
+
+The dict has `arch` ("qwen3" | "mage_vit" | "mage_vl") and `text` and/or
+`vision` sub-dicts whose keys are the dataclass fields of `Qwen3Config` /
+`MageViTConfig`. Tiny presets keep the real vocabulary (151,936) so the real
+tokenizer's ids (e.g. <|image_pad|> 151655) are valid, with a 64-wide model.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import ml_collections
+
+from mage_jax.models.config import MageViTConfig, MageVLConfig, Qwen3Config
+
+PRESETS = ("qwen3_4b", "mage_vit", "mage_vl_4b", "qwen3_tiny", "mage_vit_tiny", "mage_vl_tiny")
+
+_TEXT_TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=16, intermediate_size=128)
+_VISION_TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=128, out_hidden_size=64)
+
+
+def _text(**overrides) -> ml_collections.ConfigDict:
+  return ml_collections.ConfigDict({**dataclasses.asdict(Qwen3Config()), **overrides})
+
+
+def _vision(**overrides) -> ml_collections.ConfigDict:
+  return ml_collections.ConfigDict({**dataclasses.asdict(MageViTConfig()), **overrides})
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  name = arg or "mage_vl_4b"
+  if name not in PRESETS:
+    raise ValueError(f"unknown model preset {name!r}; choose one of {PRESETS}")
+  tiny = name.endswith("_tiny")
+  cd = ml_collections.ConfigDict()
+  cd.name = name
+  if name.startswith("qwen3"):
+    cd.arch = "qwen3"
+    # Standalone Qwen3-4B-Instruct-2507 ties its head; the tiny keeps the untied path tested.
+    cd.text = _text(**_TEXT_TINY) if tiny else _text(tie_word_embeddings=True)
+  elif name.startswith("mage_vit"):
+    cd.arch = "mage_vit"
+    cd.vision = _vision(**_VISION_TINY) if tiny else _vision()
+  else:
+    cd.arch = "mage_vl"
+    cd.text = _text(**_TEXT_TINY) if tiny else _text()
+    cd.vision = _vision(**_VISION_TINY) if tiny else _vision()
+  return cd
+
+
+def build_model_config(cd: ml_collections.ConfigDict) -> Qwen3Config | MageViTConfig | MageVLConfig:
+  """The frozen dataclass config for a preset dict (unknown keys raise TypeError naming them)."""
+  if cd.arch == "qwen3":
+    return Qwen3Config(**cd.text.to_dict())
+  if cd.arch == "mage_vit":
+    return MageViTConfig(**cd.vision.to_dict())
+  if cd.arch == "mage_vl":
+    return MageVLConfig(text=Qwen3Config(**cd.text.to_dict()),
+                        vision=MageViTConfig(**cd.vision.to_dict()))
+  raise ValueError(f"model config arch={cd.arch!r} is not one of qwen3, mage_vit, mage_vl")
