@@ -1,0 +1,121 @@
+"""Train state pytree and its sharded creation.
+
+The nnx model is split once into (graphdef, params, rest): graphdef is static
+(closed over by the jitted step), `params` (nnx.Param leaves) is trained and
+`rest` holds any other variables (none in our models today). The train state
+is the pytree (step, params, opt_state, rng, nonfinite_steps) that the step
+donates and the checkpoint saves.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+
+@flax.struct.dataclass
+class TrainState:
+  step: jax.Array             # int32 scalar: updates applied so far (skipped ones included)
+  params: Any                 # nnx.State of nnx.Param leaves, fp32 master weights
+  opt_state: Any              # optax state
+  rng: jax.Array              # uint32 [2] raw key, advanced every step
+  nonfinite_steps: jax.Array  # int32 scalar: updates skipped by the NaN/Inf guard
+
+
+def split_model(model: nnx.Module) -> tuple[Any, Any, Any]:
+  """(graphdef, params, rest) with params = all nnx.Param variables."""
+  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+  return graphdef, params, rest
+
+
+def merge_model(graphdef: Any, params: Any, rest: Any) -> nnx.Module:
+  return nnx.merge(graphdef, params, rest)
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+  return NamedSharding(mesh, P())
+
+
+def batch_axes(mesh: Mesh) -> tuple[str, ...]:
+  """Mesh axes the batch dimension is split over (those present of data/fsdp)."""
+  return tuple(a for a in ("data", "fsdp") if a in mesh.axis_names and mesh.shape[a] > 1) or ()
+
+
+def batch_sharding(mesh: Mesh, ndim: int) -> NamedSharding:
+  axes = batch_axes(mesh)
+  lead = axes if len(axes) > 1 else (axes[0] if axes else None)
+  return NamedSharding(mesh, P(lead, *([None] * (ndim - 1))))
+
+
+def state_shardings(tx: optax.GradientTransformation, abstract: TrainState,
+                    param_shardings: Any, mesh: Mesh) -> TrainState:
+  """Shardings for every state leaf: Adam moments follow their param."""
+  rep = replicated(mesh)
+  opt_sh = optax.tree_map_params(
+      tx, lambda _, sh: sh, abstract.opt_state, param_shardings,
+      transform_non_params=lambda _: rep,
+      is_leaf=lambda x: isinstance(x, optax.MaskedNode))
+  # Masked-out entries (frozen groups) are MaskedNode leaves: keep them as-is.
+  return TrainState(step=rep, params=param_shardings, opt_state=opt_sh, rng=rep,
+                    nonfinite_steps=rep)
+
+
+def abstract_state(model_factory: Callable[[nnx.Rngs], nnx.Module],
+                   tx: optax.GradientTransformation) -> tuple[Any, Any, TrainState]:
+  """(graphdef, rest, abstract TrainState) without allocating anything."""
+  model = nnx.eval_shape(lambda: model_factory(nnx.Rngs(0)))
+  graphdef, params, rest = split_model(model)
+  abstract = jax.eval_shape(lambda p: _fresh(p, tx, jnp.zeros((2,), jnp.uint32)), params)
+  return graphdef, rest, abstract
+
+
+def _fresh(params: Any, tx: optax.GradientTransformation, rng: jax.Array) -> TrainState:
+  return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params),
+                    rng=rng, nonfinite_steps=jnp.zeros((), jnp.int32))
+
+
+def init_state(model_factory: Callable[[nnx.Rngs], nnx.Module], tx: optax.GradientTransformation,
+               seed: int, shardings: TrainState, params: Any | None = None) -> tuple[TrainState, Any]:
+  """A fresh, sharded train state; the model is initialised inside jit so each
+  device only materialises its shard. With `params` given (e.g. loaded from
+  HF or a previous stage), those are placed with the state's shardings instead.
+  Returns (state, rest)."""
+  key = jax.random.PRNGKey(seed)
+
+  if params is None:
+    def make(k):
+      model = model_factory(nnx.Rngs(params=k))
+      _, p, r = split_model(model)
+      return _fresh(p, tx, jax.random.fold_in(k, 1)), r
+    state, rest = jax.jit(make, out_shardings=(shardings, None))(key)
+    return state, rest
+
+  params = jax.device_put(params, shardings.params)
+  state = jax.jit(lambda p, k: _fresh(p, tx, jax.random.fold_in(k, 1)),
+                  out_shardings=shardings)(params, key)
+  rest = split_model(nnx.eval_shape(lambda: model_factory(nnx.Rngs(0))))[2]
+  return state, rest
+
+
+def param_shapes(params: Any) -> dict[str, tuple[tuple[int, ...], str]]:
+  """{'path': (shape, dtype)} for comparing a checkpoint against the model."""
+  from mage_jax.train.optimizer import path_str
+  out = {}
+  for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+    out[path_str(path)] = (tuple(int(d) for d in leaf.shape), str(leaf.dtype))
+  return out
+
+
+def count_params(params: Any, prefix: str | None = None) -> int:
+  from mage_jax.train.optimizer import path_str
+  total = 0
+  for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+    name = path_str(path)
+    if prefix is None or name == prefix or name.startswith(prefix + "/"):
+      total += int(jnp.size(leaf)) if not hasattr(leaf, "size") else int(leaf.size)
+  return total

@@ -1,0 +1,152 @@
+"""The SFT train step: a pure function of (state, batch), jitted with explicit
+shardings and a donated state.
+
+Gradient accumulation scans over micro-batches and adds *sums* (weighted
+loss, denominator, gradients of the summed loss) and divides once at the end,
+so the result is the big-batch token mean no matter how trained tokens are
+spread over micro-batches. Micro-batch j takes rows j, j+n, j+2n, ... so each
+micro-batch stays spread over every data-parallel device.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax.sharding import Mesh
+
+from mage_jax.train import loss as loss_lib
+from mage_jax.train.optimizer import global_norm
+from mage_jax.train.state import TrainState, batch_sharding, merge_model, replicated
+
+NONFINITE_MODES = ("skip", "stop")
+BATCH_KEYS = ("tokens", "targets", "loss_mask", "segment_ids", "positions",
+              "patches", "patch_image_ids", "patch_positions", "source_ids")
+
+
+@dataclasses.dataclass(frozen=True)
+class StepConfig:
+  grad_accum_steps: int = 1
+  loss_chunk_size: int = 1024
+  z_loss_weight: float = 0.0
+  per_sequence_loss: bool = False
+  nonfinite: str = "skip"   # "skip": drop the update and count it; "stop": the loop raises
+
+  def __post_init__(self):
+    if self.nonfinite not in NONFINITE_MODES:
+      raise ValueError(f"step.nonfinite={self.nonfinite!r} is not one of {NONFINITE_MODES}")
+    if self.grad_accum_steps < 1:
+      raise ValueError(f"step.grad_accum_steps={self.grad_accum_steps} must be >= 1")
+
+
+def model_hidden(model: Any, batch: dict[str, jax.Array]) -> jax.Array:
+  """Run the LM (text-only) or Mage-VL (with patches) forward to hidden states."""
+  if hasattr(model, "visual") and "patches" in batch:
+    return model(batch["tokens"], batch["positions"], batch["segment_ids"], batch["patches"],
+                 batch["patch_image_ids"], batch["patch_positions"])
+  return model(batch["tokens"], batch["positions"], batch["segment_ids"])
+
+
+def loss_sums_fn(graphdef: Any, cfg: StepConfig) -> Callable[..., loss_lib.LossSums]:
+  def fn(params: Any, rest: Any, batch: dict[str, jax.Array]) -> loss_lib.LossSums:
+    model = merge_model(graphdef, params, rest)
+    hidden = model_hidden(model, batch)
+    return loss_lib.loss_sums(
+        hidden, model.lm_head_kernel(), batch["targets"], batch["loss_mask"],
+        batch["segment_ids"], chunk_size=cfg.loss_chunk_size,
+        z_loss_weight=cfg.z_loss_weight, per_sequence=cfg.per_sequence_loss)
+  return fn
+
+
+def split_micro(batch: dict[str, jax.Array], n: int) -> dict[str, jax.Array]:
+  """[B, ...] -> [n, B/n, ...] with micro j = rows j, j+n, j+2n, ..."""
+  def one(x):
+    b = x.shape[0]
+    if b % n:
+      raise ValueError(f"batch size {b} is not divisible by grad_accum_steps={n}")
+    return x.reshape(b // n, n, *x.shape[1:]).swapaxes(0, 1)
+  return jax.tree_util.tree_map(one, batch)
+
+
+def grads_and_sums(graphdef: Any, cfg: StepConfig, params: Any, rest: Any,
+                   batch: dict[str, jax.Array]) -> tuple[Any, loss_lib.LossSums]:
+  """Gradient of the *summed* weighted loss and the loss sums, over all micro-batches."""
+  sums_fn = loss_sums_fn(graphdef, cfg)
+
+  def one(mb):
+    def f(p):
+      s = sums_fn(p, rest, mb)
+      return s.loss, s
+    (_, s), g = jax.value_and_grad(f, has_aux=True)(params)
+    return g, s
+
+  if cfg.grad_accum_steps == 1:
+    return one(batch)
+  micro = split_micro(batch, cfg.grad_accum_steps)
+
+  def body(carry, mb):
+    g_acc, s_acc = carry
+    g, s = one(mb)
+    return (jax.tree_util.tree_map(jnp.add, g_acc, g),
+            jax.tree_util.tree_map(jnp.add, s_acc, s)), None
+
+  zeros_g = jax.tree_util.tree_map(lambda p: jnp.zeros(p.shape, jnp.float32), params)
+  zeros_s = loss_lib.LossSums(*[jnp.zeros((), jnp.float32)] * len(loss_lib.LossSums._fields))
+  (grads, sums), _ = jax.lax.scan(body, (zeros_g, zeros_s), micro)
+  return grads, sums
+
+
+def train_step(graphdef: Any, rest: Any, tx: optax.GradientTransformation, cfg: StepConfig,
+               state: TrainState, batch: dict[str, jax.Array]) -> tuple[TrainState, dict]:
+  grads, sums = grads_and_sums(graphdef, cfg, state.params, rest, batch)
+  den = jnp.maximum(sums.denominator, 1.0)
+  grads = jax.tree_util.tree_map(lambda g: (g / den).astype(jnp.float32), grads)
+  metrics = loss_lib.finalize(sums)
+
+  grad_norm = global_norm(grads)
+  finite = jnp.isfinite(metrics["loss"]) & jnp.isfinite(grad_norm)
+  updates, new_opt = tx.update(grads, state.opt_state, state.params)
+  new_params = optax.apply_updates(state.params, updates)
+  keep = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(finite, a, b), new, old)
+  new_state = TrainState(
+      step=state.step + 1,
+      params=keep(new_params, state.params),
+      opt_state=keep(new_opt, state.opt_state),
+      rng=jax.random.fold_in(state.rng, state.step),
+      nonfinite_steps=state.nonfinite_steps + (~finite).astype(jnp.int32))
+  metrics.update(
+      grad_norm=grad_norm, param_norm=global_norm(new_state.params),
+      update_norm=jnp.where(finite, global_norm(updates), 0.0),
+      nonfinite=(~finite).astype(jnp.int32), nonfinite_steps=new_state.nonfinite_steps,
+      segments=sums.denominator if cfg.per_sequence_loss else sums.tokens)
+  return new_state, metrics
+
+
+def batch_shardings(mesh: Mesh, batch_like: dict[str, Any]) -> dict[str, Any]:
+  return {k: batch_sharding(mesh, len(v.shape)) for k, v in batch_like.items()}
+
+
+def jit_train_step(graphdef: Any, rest: Any, tx: optax.GradientTransformation, cfg: StepConfig,
+                   mesh: Mesh, state_shardings: TrainState,
+                   batch_like: dict[str, Any]) -> Callable[[TrainState, dict], tuple[TrainState, dict]]:
+  """jit with explicit in/out shardings; the state argument is donated."""
+  fn = lambda state, batch: train_step(graphdef, rest, tx, cfg, state, batch)
+  return jax.jit(fn, in_shardings=(state_shardings, batch_shardings(mesh, batch_like)),
+                 out_shardings=(state_shardings, replicated(mesh)), donate_argnums=(0,))
+
+
+def eval_step(graphdef: Any, rest: Any, cfg: StepConfig, params: Any,
+              batch: dict[str, jax.Array], num_sources: int) -> dict[str, jax.Array]:
+  """Per-source summed NLL and trained-token counts (for held-out loss)."""
+  model = merge_model(graphdef, params, rest)
+  hidden = model_hidden(model, batch)
+  stats = loss_lib.token_stats(hidden, model.lm_head_kernel(), batch["targets"],
+                               chunk_size=cfg.loss_chunk_size)
+  mask = batch["loss_mask"].astype(jnp.float32)
+  src = jnp.clip(batch["source_ids"], 0, num_sources - 1)
+  onehot = jax.nn.one_hot(src, num_sources, dtype=jnp.float32) * mask[..., None]
+  return {"nll_sum": jnp.einsum("bt,bts->s", stats.nll, onehot),
+          "correct_sum": jnp.einsum("bt,bts->s", stats.correct, onehot),
+          "tokens": onehot.sum((0, 1))}
