@@ -75,7 +75,10 @@ def to_segment(sample: Any, *, seq_len: int, patch_budget: int,
   patchify = patchify or _default_patchify
   rows, positions, counts = [], [], []
   for image in sample.images:
-    r, p = patchify(np.asarray(image))
+    try:
+      r, p = patchify(np.asarray(image))
+    except ValueError as e:
+      raise SkipSample(f"bad image: {e}") from None
     rows.append(np.asarray(r, dtype=np.uint8))
     positions.append(np.asarray(p, dtype=np.int32))
     counts.append(int(r.shape[0]))

@@ -1,0 +1,237 @@
+"""Grain pipeline: packed ArrayRecord shards (or JSONL, packed on the fly) -> device batches.
+
+Per source: records -> truncate to a multiple of process_count -> this
+process's slice -> shuffle(seed) -> repeat(epochs) -> decode. Sources are mixed
+with their configured weights (`MapDataset.mix`), then read with threads,
+batched (batch_size / process_count bins per process), optionally prefetched in
+worker processes, and assembled into global jax arrays whose batch dimension is
+sharded over the mesh's data axes (`config.data_axes`, default ('data', 'fsdp')).
+
+`DataIterator` is a `grain.DatasetIterator`: `get_state()`/`set_state()` are
+JSON-able, so `grain.checkpoint.CheckpointSave(iterator)` stores it in an Orbax
+checkpoint. It also counts the bins drawn per source (part of the state).
+"""
+from __future__ import annotations
+
+import collections
+import os
+import time
+from typing import Any, Sequence
+
+import grain
+import jax
+import ml_collections
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from mage_jax.data import records
+from mage_jax.data.config import source_names
+from mage_jax.data.packing import TwoBudgetPackIterDataset
+
+
+def _process(process_index: int | None, process_count: int | None) -> tuple[int, int]:
+  return (jax.process_index() if process_index is None else process_index,
+          jax.process_count() if process_count is None else process_count)
+
+
+def _per_process_batch(data: ml_collections.ConfigDict, process_count: int) -> int:
+  if data.batch_size % process_count:
+    raise ValueError(f"batch_size {data.batch_size} is not divisible by process_count {process_count}")
+  return data.batch_size // process_count
+
+
+def _epochs(data: ml_collections.ConfigDict) -> int | None:
+  return None if data.num_epochs is None or data.num_epochs < 0 else int(data.num_epochs)
+
+
+def _shard_shuffle_repeat(ds: grain.MapDataset, seed: int, epochs: int | None,
+                          process_index: int, process_count: int) -> grain.MapDataset:
+  # Equal counts per process so every process yields the same number of batches.
+  usable = len(ds) - len(ds) % process_count
+  if usable == 0:
+    raise ValueError(f"a source has {len(ds)} items, fewer than process_count={process_count}")
+  ds = ds[:usable][process_index::process_count]
+  return ds.shuffle(seed=seed).repeat(epochs)
+
+
+def _mix(datasets: Sequence[grain.MapDataset], weights: Sequence[float]) -> grain.MapDataset:
+  if len(datasets) == 1:
+    return datasets[0]
+  if any(w <= 0 for w in weights):
+    raise ValueError(f"mixture weights must be positive, got {list(weights)}")
+  return grain.MapDataset.mix(list(datasets), list(weights))
+
+
+def _finish(ds: grain.IterDataset, data: ml_collections.ConfigDict, process_count: int
+            ) -> grain.IterDataset:
+  ds = ds.batch(_per_process_batch(data, process_count), drop_remainder=True)
+  if data.worker_count > 0:
+    ds = ds.mp_prefetch(grain.MultiprocessingOptions(
+        num_workers=data.worker_count, per_worker_buffer_size=data.worker_buffer_size))
+  return ds
+
+
+def packed_source_paths(data: ml_collections.ConfigDict) -> dict[str, list[str]]:
+  """{source: shard paths}: a source's `packed_dir`, else <data.packed_dir>/<source>/."""
+  out = {}
+  for name in source_names(data):
+    d = data.sources[name].get("packed_dir", "") or os.path.join(data.packed_dir, name)
+    out[name] = records.shard_paths(d)
+  return out
+
+
+def records_dataset(data: ml_collections.ConfigDict, *, process_index: int | None = None,
+                    process_count: int | None = None) -> grain.IterDataset:
+  """Host batches (dicts of numpy [B_local, ...]) from packed ArrayRecord shards."""
+  pi, pc = _process(process_index, process_count)
+  names = source_names(data)
+  paths = packed_source_paths(data)
+  sources = []
+  for i, name in enumerate(names):
+    ds = grain.MapDataset.source(grain.sources.ArrayRecordDataSource(paths[name]))
+    sources.append(_shard_shuffle_repeat(ds, data.shuffle_seed + i, _epochs(data), pi, pc))
+  ds = _mix(sources, [data.sources[n].weight for n in names]).map(records.decode_bin)
+  ds = ds.to_iter_dataset(grain.ReadOptions(num_threads=data.read_threads,
+                                            prefetch_buffer_size=data.read_prefetch))
+  return _finish(ds, data, pc)
+
+
+def samples_dataset(samples_by_source: dict[str, Sequence[Any]], data: ml_collections.ConfigDict,
+                    *, process_index: int | None = None, process_count: int | None = None
+                    ) -> grain.IterDataset:
+  """On-the-fly packing (no ArrayRecord step): rendered Samples per source -> host batches.
+
+  Same batch layout as `records_dataset`. Samples are held in memory, so this is
+  for small experiments and Colab.
+  """
+  pi, pc = _process(process_index, process_count)
+  names = source_names(data)
+  ids = {n: i for i, n in enumerate(names)}
+  sources = []
+  for i, name in enumerate(names):
+    ds = grain.MapDataset.source(list(samples_by_source[name]))
+    ds = _shard_shuffle_repeat(ds, data.shuffle_seed + i, _epochs(data), pi, pc)
+    sources.append(ds.map(lambda s, sid=i: _with_source_id(s, sid)))
+  ds = _mix(sources, [data.sources[n].weight for n in names]).to_iter_dataset()
+  ds = TwoBudgetPackIterDataset(ds, seq_len=data.seq_len, patch_budget=data.patch_budget,
+                                buffer_size=data.pack_buffer, source_ids=ids)
+  return _finish(ds, data, pc)
+
+
+def _with_source_id(sample: Any, source_id: int) -> Any:
+  import copy
+  sample = copy.copy(sample)
+  sample.meta = dict(sample.meta, source_id=source_id)
+  return sample
+
+
+# --- device assembly ----------------------------------------------------------------------------
+
+
+def batch_sharding(mesh: Mesh, data_axes: Sequence[str] = ("data", "fsdp")) -> NamedSharding:
+  axes = tuple(a for a in data_axes if a in mesh.axis_names)
+  return NamedSharding(mesh, PartitionSpec(axes if axes else None))
+
+
+def to_global(batch: dict[str, np.ndarray], mesh: Mesh,
+              data_axes: Sequence[str] = ("data", "fsdp")) -> dict[str, jax.Array]:
+  """Process-local host batch -> global jax arrays, batch dim sharded over the data axes."""
+  sharding = batch_sharding(mesh, data_axes)
+  return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in batch.items()}
+
+
+class DataIterator(grain.DatasetIterator):
+  """Batches for the train loop: host numpy (mesh=None) or global jax arrays.
+
+  State = the Grain pipeline's state + bins drawn per source, JSON-able.
+  """
+
+  def __init__(self, parent: grain.DatasetIterator, source_names_: Sequence[str],
+               mesh: Mesh | None = None, data_axes: Sequence[str] = ("data", "fsdp")):
+    super().__init__(parent)
+    self._names = list(source_names_)
+    self._mesh, self._axes = mesh, tuple(data_axes)
+    self.bins_per_source: collections.Counter[str] = collections.Counter()
+
+  def __next__(self) -> dict[str, Any]:
+    batch = next(self._parent)
+    # A bin's source is the source of its first token (bins from launch.pack are single-source).
+    for sid in batch["source_ids"][:, 0]:
+      self.bins_per_source[self._names[sid] if 0 <= sid < len(self._names) else "?"] += 1
+    if self._mesh is None:
+      return batch
+    return to_global(batch, self._mesh, self._axes)
+
+  def get_state(self) -> dict[str, Any]:
+    return {"grain": self._parent.get_state(), "bins_per_source": dict(self.bins_per_source)}
+
+  def set_state(self, state: dict[str, Any]) -> None:
+    self._parent.set_state(state["grain"])
+    self.bins_per_source = collections.Counter(state.get("bins_per_source", {}))
+
+
+def make_iterator(data: ml_collections.ConfigDict, mesh: Mesh | None = None, *,
+                  samples_by_source: dict[str, Sequence[Any]] | None = None,
+                  process_index: int | None = None, process_count: int | None = None
+                  ) -> DataIterator:
+  """The train loop's data: packed shards by default, on-the-fly packing if samples are given."""
+  if samples_by_source is not None:
+    ds = samples_dataset(samples_by_source, data, process_index=process_index,
+                         process_count=process_count)
+  else:
+    ds = records_dataset(data, process_index=process_index, process_count=process_count)
+  return DataIterator(iter(ds), source_names(data), mesh, data.data_axes)
+
+
+# --- read throughput benchmark ------------------------------------------------------------------
+
+
+def measure_read_throughput(shard_dir: str, batch_size: int = 4, num_batches: int = 20,
+                            read_threads: int = 1) -> dict[str, float]:
+  """Host batches/s from packed shards in this process (one core): real and slot tokens/s.
+
+  Slot tokens count every position of a bin (what the device consumes); real tokens
+  exclude padding.
+  """
+  data = ml_collections.ConfigDict(dict(
+      sources={"bench": dict(paths="", weight=1.0, stage=0, packed_dir=shard_dir)},
+      packed_dir="", shuffle_seed=0, num_epochs=-1, batch_size=batch_size, worker_count=0,
+      worker_buffer_size=1, read_threads=read_threads, read_prefetch=2 * batch_size,
+      data_axes=("data",)))
+  it = iter(records_dataset(data, process_index=0, process_count=1))
+  next(it)  # warm up: open shards, first reads
+  real = slots = 0
+  start_cpu, start = time.process_time(), time.perf_counter()
+  for _ in range(num_batches):
+    b = next(it)
+    real += int(np.count_nonzero(b["segment_ids"]))
+    slots += b["tokens"].size
+  wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+  return dict(batches=num_batches, wall_s=wall, cpu_s=cpu, slot_tokens_per_s=slots / wall,
+              real_tokens_per_s=real / wall, slot_tokens_per_cpu_s=slots / max(cpu, 1e-9),
+              real_tokens_per_cpu_s=real / max(cpu, 1e-9))
+
+
+def write_stage4_like_shards(directory: str, num_bins: int = 32, seed: int = 0,
+                             seq_len: int = 32_768, patch_budget: int = 98_304,
+                             records_per_shard: int = 16) -> list[str]:
+  """Shards of realistic size for `measure_read_throughput`: stage-4-like lengths and image patches."""
+  from mage_jax.data.packing import (PATCH_DIM, PackedBin, Segment, best_fit_decreasing,
+                                     stage4_like_lengths, STAGE4_IMAGE_TOKENS)
+  rng = np.random.default_rng(seed)
+  lengths, patches = stage4_like_lengths(num_bins * 5, seed)
+  groups = best_fit_decreasing(lengths, patches, seq_len, patch_budget)[:num_bins]
+  per_image = STAGE4_IMAGE_TOKENS * 4
+  image_rows = rng.integers(0, 256, (per_image, PATCH_DIM), dtype=np.uint8)
+  image_pos = np.zeros((per_image, 3), np.int32)
+
+  def segment(i: int) -> Segment:
+    n = int(lengths[i])
+    k = int(patches[i]) // per_image
+    return Segment(tokens=rng.integers(0, 150_000, n, dtype=np.int32),
+                   loss_mask=rng.random(n) < 0.3,
+                   patches=np.concatenate([image_rows] * k), patch_positions=np.concatenate([image_pos] * k),
+                   image_patches=[per_image] * k, source_id=0, meta={"episode_id": f"bench-{i}"})
+
+  bins = (PackedBin([segment(i) for i in g]) for g in groups)
+  return records.write_bins(bins, directory, seq_len, patch_budget, records_per_shard)
