@@ -16,12 +16,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.ad_checkpoint import checkpoint_name
 
+from mage_jax import sharding
+from mage_jax.models import remat as remat_lib
 from mage_jax.models.attention import attention
 from mage_jax.models.config import MageViTConfig
 from mage_jax.models.layers import LayerNorm, Linear
 from mage_jax.models.vision_rope import apply_vision_rope
+
+# Patch activations [B, P, D]: batch over data/fsdp, patches unsharded.
+HIDDEN_AXES = ("act_batch", None, "act_embed")
 
 # CLIP normalisation (DESIGN.md "Image preprocessing").
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -80,24 +84,16 @@ def _call_block(block: "VisionBlock", x, image_ids, positions):
 
 
 def remat_block(policy: str):
-  """The per-block call, rematerialised according to `policy` (config.REMAT_POLICIES)."""
+  """The per-block call, rematerialised like the LM's blocks (models/remat.py)."""
   if policy == "none":
     return _call_block
-  policies = {
-      "full": None,  # save nothing: recompute the whole block in backward
-      "dots": jax.checkpoint_policies.checkpoint_dots,
-      "dots_no_batch": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
-      "save_attn_out": jax.checkpoint_policies.save_only_these_names("attn_out"),
-  }
-  if policy not in policies:
-    raise ValueError(f"remat_policy={policy!r} is not one of {('none', *policies)}")
-  return nnx.remat(_call_block, policy=policies[policy])
+  return nnx.remat(_call_block, prevent_cse=True, policy=remat_lib.checkpoint_policy(policy))
 
 
 class VisionEmbeddings(nnx.Module):
   def __init__(self, cfg: MageViTConfig, *, rngs: nnx.Rngs):
     self.patch_embedding = Linear(
-        cfg.patch_dim, cfg.hidden_size, axes=("vit_patch", "vit_embed"), use_bias=False,
+        cfg.patch_dim, cfg.hidden_size, axes=("patch", "vit_embed"), use_bias=False,
         param_dtype=cfg.param_dtype, dtype=cfg.compute_dtype, rngs=rngs)
 
   def __call__(self, rows: jax.Array) -> jax.Array:
@@ -121,7 +117,7 @@ class VisionAttention(nnx.Module):
     k = apply_vision_rope(k, positions, cfg.rope_theta)
     out = attention(q, k, v, q_segment_ids=image_ids, kv_segment_ids=image_ids, causal=False,
                     backend=cfg.attention_backend)
-    out = checkpoint_name(out, "attn_out")
+    out = remat_lib.tag_attn_out(out)
     return self.proj(out.reshape(b, p, cfg.hidden_size))
 
 
@@ -141,7 +137,7 @@ class VisionBlock(nnx.Module):
   """Pre-LN: x + attn(ln1(x)), then h + mlp(ln2(h)); no post-norm."""
 
   def __init__(self, cfg: MageViTConfig, *, rngs: nnx.Rngs):
-    norm = dict(eps=cfg.layer_norm_eps, axes=("vit_embed",), param_dtype=cfg.param_dtype)
+    norm = dict(eps=cfg.layer_norm_eps, axes=("norm",), param_dtype=cfg.param_dtype)
     self.layer_norm1 = LayerNorm(cfg.hidden_size, **norm)
     self.self_attn = VisionAttention(cfg, rngs=rngs)
     self.layer_norm2 = LayerNorm(cfg.hidden_size, **norm)
@@ -149,7 +145,7 @@ class VisionBlock(nnx.Module):
 
   def __call__(self, x: jax.Array, image_ids: jax.Array, positions: jax.Array) -> jax.Array:
     h = x + self.self_attn(self.layer_norm1(x), image_ids, positions)
-    return h + self.mlp(self.layer_norm2(h))
+    return sharding.shard_activation(h + self.mlp(self.layer_norm2(h)), HIDDEN_AXES)
 
 
 class VisionEncoder(nnx.Module):
@@ -164,9 +160,9 @@ class PatchMerger(nnx.Module):
     self.group = cfg.spatial_merge_size ** 2
     merged = cfg.hidden_size * self.group
     common = dict(use_bias=True, param_dtype=cfg.param_dtype, dtype=cfg.compute_dtype, rngs=rngs)
-    self.ln_q = LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps, axes=("vit_embed",),
+    self.ln_q = LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps, axes=("norm",),
                           param_dtype=cfg.param_dtype)
-    self.fc1 = Linear(merged, merged, axes=("vit_merge", "vit_mlp"), **common)
+    self.fc1 = Linear(merged, merged, axes=("vit_embed", "vit_mlp"), **common)
     self.fc2 = Linear(merged, cfg.out_hidden_size, axes=("vit_mlp", "embed"), **common)
 
   def __call__(self, x: jax.Array) -> jax.Array:
@@ -187,7 +183,7 @@ class MageViT(nnx.Module):
   def __init__(self, cfg: MageViTConfig, *, rngs: nnx.Rngs):
     self.cfg = cfg
     self.embeddings = VisionEmbeddings(cfg, rngs=rngs)
-    self.layernorm_pre = LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps, axes=("vit_embed",),
+    self.layernorm_pre = LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps, axes=("norm",),
                                    param_dtype=cfg.param_dtype)
     self.encoder = VisionEncoder(cfg, rngs=rngs)
     self.merger = PatchMerger(cfg, rngs=rngs)
