@@ -138,3 +138,168 @@ def test_patch_embed_transform_is_conv_as_linear():
   # A slice of our array read via HF rows equals slicing the full conversion.
   rows, rest = spec.hf_rows_for((slice(8, 40), slice(1, 3)))
   np.testing.assert_array_equal(spec.to_ours(w[rows])[rest], spec.to_ours(w)[8:40, 1:3])
+
+
+# ---------------------------------------------------------------------------
+# HF import/export through load_hf / save_hf.
+
+from mage_jax import sharding  # noqa: E402
+from mage_jax.weights import hf  # noqa: E402
+
+
+def write_random_hf(path, cfg, dtype=np.float32, seed=0, **write_kwargs):
+  """An HF dir with config.json and random tensors named/shaped by the table."""
+  os.makedirs(path, exist_ok=True)
+  rng = np.random.default_rng(seed)
+  arrays = {s.hf_name: _random(s.hf_shape, dtype, rng) for s in names_lib.tensor_specs(cfg)}
+  st.write_arrays(str(path), arrays, **write_kwargs)
+  with open(os.path.join(path, "config.json"), "w") as f:
+    json.dump(cfg.to_hf(), f)
+  return arrays
+
+
+def _tensor_bytes(path):
+  with st.SafetensorsReader(str(path)) as r:
+    return {n: (r.entries[n].dtype, r.shape(n), r.read(n).tobytes()) for n in r.names()}
+
+
+@pytest.mark.parametrize("dtype,export", [(np.float32, "float32"),
+                                          (ml_dtypes.bfloat16, "bfloat16")])
+def test_qwen3_round_trip_bit_exact(tmp_path, dtype, export):
+  # Sharded source (index) -> fp32 params -> sharded export: every tensor bytewise equal.
+  write_random_hf(tmp_path / "src", TINY_QWEN, dtype, max_shard_bytes=4000)
+  assert os.path.exists(tmp_path / "src" / st.INDEX_FILE)
+  cfg, model = hf.load_hf(str(tmp_path / "src"))
+  assert model.model.layers[0].self_attn.q_proj.kernel[...].dtype == np.float32
+  files = hf.save_hf(model, cfg, str(tmp_path / "dst"), dtype=export, max_shard_bytes=4000)
+  assert len(files) > 1
+  assert _tensor_bytes(tmp_path / "src") == _tensor_bytes(tmp_path / "dst")
+
+
+def test_loaded_values_follow_the_transforms(tmp_path):
+  arrays = write_random_hf(tmp_path, TINY_QWEN)
+  _, model = hf.load_hf(str(tmp_path))
+  np.testing.assert_array_equal(model.model.layers[1].mlp.down_proj.kernel[...],
+                                arrays["model.layers.1.mlp.down_proj.weight"].T)
+  np.testing.assert_array_equal(model.lm_head.kernel[...], arrays["lm_head.weight"].T)
+  np.testing.assert_array_equal(model.model.embed_tokens.embedding[...],
+                                arrays["model.embed_tokens.weight"])
+
+
+@pytest.mark.parametrize("mesh_shape", [dict(fsdp=8), dict(data=2, fsdp=2, tensor=2)])
+def test_loaded_arrays_carry_the_rules_sharding(tmp_path, mesh_shape):
+  cfg = Qwen3Config(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=4,
+                    num_key_value_heads=2, head_dim=8, intermediate_size=32)
+  arrays = write_random_hf(tmp_path, cfg)
+  mesh = sharding.make_mesh(mesh_shape)
+  _, (graphdef, state) = hf.load_hf(str(tmp_path), mesh=mesh, return_state=True)
+  want = sharding.param_shardings(nnx_abstract_state(cfg), mesh)
+  got_flat = {names_lib.path_str(p): v.get_value() for p, v in nnx.to_flat_state(state)}
+  want_flat = {names_lib.path_str(p): v.get_value() for p, v in nnx.to_flat_state(want)}
+  assert set(got_flat) == set(want_flat)
+  sharded = 0
+  for path, arr in got_flat.items():
+    assert arr.sharding == want_flat[path], path
+    sharded += not arr.sharding.is_fully_replicated
+  assert sharded >= 5  # the rules really split things on this mesh
+  by_path = {s.path: s for s in names_lib.tensor_specs(cfg)}
+  for path, arr in got_flat.items():
+    spec = by_path[path]
+    np.testing.assert_array_equal(np.asarray(arr), spec.to_ours(arrays[spec.hf_name]))
+
+
+def nnx_abstract_state(cfg):
+  return nnx.split(hf.abstract_model(cfg))[1]
+
+
+from flax import nnx  # noqa: E402
+
+
+def test_unknown_architecture_names_it_and_the_file(tmp_path):
+  write_random_hf(tmp_path, TINY_QWEN)
+  config = json.load(open(tmp_path / "config.json"))
+  config.update(architectures=["LlamaForCausalLM"], model_type="llama")
+  json.dump(config, open(tmp_path / "config.json", "w"))
+  with pytest.raises(ValueError, match=r"config\.json: unknown architecture.*LlamaForCausalLM"):
+    hf.load_hf(str(tmp_path))
+
+
+def test_mismatched_checkpoint_lists_every_offender_in_one_error(tmp_path):
+  arrays = write_random_hf(tmp_path, TINY_QWEN)
+  del arrays["model.layers.1.mlp.up_proj.weight"]
+  del arrays["model.norm.weight"]
+  arrays["model.layers.0.self_attn.q_proj.weight"] = np.zeros((31, 16), np.float32)
+  arrays["model.layers.0.self_attn.k_norm.weight"] = np.zeros((9,), np.float32)
+  arrays["model.layers.7.mlp.up_proj.weight"] = np.zeros((2, 2), np.float32)
+  st.write_arrays(str(tmp_path), arrays)
+  with pytest.raises(hf.CheckpointMismatchError) as err:
+    hf.load_hf(str(tmp_path))
+  msg = str(err.value)
+  assert "5 tensor(s)" in msg
+  assert "missing:     model.layers.1.mlp.up_proj.weight expected [24, 16]" in msg
+  assert "missing:     model.norm.weight expected [16]" in msg
+  assert ("wrong shape: model.layers.0.self_attn.q_proj.weight expected [32, 16], "
+          "found [31, 16]") in msg
+  assert "wrong shape: model.layers.0.self_attn.k_norm.weight expected [8], found [9]" in msg
+  assert "unexpected:  model.layers.7.mlp.up_proj.weight found [2, 2]" in msg
+
+
+def test_tied_checkpoint_may_still_carry_lm_head(tmp_path):
+  cfg = Qwen3Config(**{**TINY_QWEN.__dict__, "tie_word_embeddings": True})
+  arrays = write_random_hf(tmp_path, cfg)
+  arrays["lm_head.weight"] = arrays["model.embed_tokens.weight"]
+  st.write_arrays(str(tmp_path), arrays)
+  loaded_cfg, model = hf.load_hf(str(tmp_path))
+  assert loaded_cfg.tie_word_embeddings and model.lm_head is None
+
+
+RSS_SCRIPT = r"""
+import json, os, resource, sys
+os.environ["JAX_PLATFORMS"] = "cpu"
+sys.path.insert(0, sys.argv[2])
+import jax, numpy as np
+from mage_jax.weights import hf
+jax.numpy.zeros(1).block_until_ready()        # runtime up before the baseline
+def hwm_kb():
+  for line in open("/proc/self/status"):
+    if line.startswith("VmHWM:"):
+      return int(line.split()[1])
+before = hwm_kb()
+cfg, (g, state) = hf.load_hf(sys.argv[1], return_state=True)
+leaves = jax.tree_util.tree_leaves(state)
+jax.block_until_ready(leaves)
+loaded = sum(x.nbytes for x in leaves)
+print(json.dumps({"before_kb": before, "after_kb": hwm_kb(), "loaded_bytes": loaded}))
+"""
+
+
+@pytest.mark.slow
+def test_streaming_import_peak_rss(tmp_path):
+  """~300 MB fp32 checkpoint: peak RSS growth during import < 1.5x its size."""
+  import subprocess
+  import sys
+  cfg = Qwen3Config(vocab_size=16384, hidden_size=1024, num_hidden_layers=4,
+                    num_attention_heads=8, num_key_value_heads=4, head_dim=128,
+                    intermediate_size=4096, tie_word_embeddings=False)
+  specs = names_lib.tensor_specs(cfg)
+  size = sum(int(np.prod(s.hf_shape)) * 4 for s in specs)
+  assert size > 250e6
+  # Write tensor by tensor so this test process stays small too.
+  rng = np.random.default_rng(0)
+  plan = [st.TensorToWrite(s.hf_name, s.hf_shape, np.dtype(np.float32)) for s in specs]
+  st.write_checkpoint(str(tmp_path), plan,
+                      lambda n: rng.standard_normal(
+                          next(s.hf_shape for s in specs if s.hf_name == n), np.float32),
+                      max_shard_bytes=150_000_000)
+  json.dump(cfg.to_hf(), open(tmp_path / "config.json", "w"))
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one CPU device
+  out = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(tmp_path), root], env=env,
+                       capture_output=True, text=True, timeout=120)
+  assert out.returncode == 0, out.stderr[-3000:]
+  r = json.loads(out.stdout.strip().splitlines()[-1])
+  growth = (r["after_kb"] - r["before_kb"]) * 1024
+  print(f"[rss] checkpoint {size / 1e6:.1f} MB, peak RSS growth {growth / 1e6:.1f} MB "
+        f"= {growth / size:.2f}x")
+  assert r["loaded_bytes"] == size
+  assert growth < 1.5 * size
