@@ -125,6 +125,31 @@ def _with_source_id(sample: Any, source_id: int) -> Any:
   return sample
 
 
+def render_sources(data: ml_collections.ConfigDict, manifest: dict | None = None
+                   ) -> dict[str, list[Any]]:
+  """Reads and renders every source's JSONL in this process (for on-the-fly packing).
+
+  Skipped items (reading: file:line + reason; rendering: episode/step + reason) are
+  counted into `manifest["skipped"]` when a dict is given.
+  """
+  from mage_jax.data import render, trajectory  # the tokenizer loads only when needed
+  renderer = render.Renderer(render.RenderConfig.from_config(data.render))
+  out: dict[str, list[Any]] = {}
+  read_report, render_report = trajectory.ReadReport(), render.RenderReport()
+  for i, name in enumerate(source_names(data)):
+    paths = [p for p in str(data.sources[name].paths).split(",") if p]
+    samples = []
+    for ep in trajectory.read_all(paths, report=read_report):
+      for s in renderer.render_episode(ep, render_report):
+        s.meta.update(source_id=i, data_source=name)
+        samples.append(s)
+    out[name] = samples
+  if manifest is not None:
+    manifest["read"] = read_report.to_dict()
+    manifest["render"] = render_report.to_dict()
+  return out
+
+
 # --- device assembly ----------------------------------------------------------------------------
 
 
