@@ -59,6 +59,7 @@ class SandboxConfig:
   nofile: int = 1024        # RLIMIT_NOFILE
   uid: int = 65534          # sandbox user in root mode
   gid: int = 65534
+  ro_binds: tuple[tuple[str, str], ...] = ()  # extra (host, sandbox) read-only binds, e.g. task apps
 
 
 def _python_binds() -> list[str]:
@@ -183,6 +184,8 @@ class Sandbox:
       if os.path.exists(path):
         args += ["--ro-bind", path, path]
     args += _python_binds() + data_args
+    for host, dest in c.ro_binds:
+      args += ["--ro-bind", host, dest]
     if self.mode == "user":
       args += ["--uid", str(uid), "--gid", str(gid)]
     info_r, info_w = os.pipe()

@@ -1,0 +1,174 @@
+"""The environment interface and the local implementation (sandbox + shell + Xvfb desktop).
+
+  reset(task) -> Observation     fresh sandbox, task setup, first observation
+  step(name, arguments) -> Observation   one validated tool call
+  screenshot() -> PIL image or None
+  score() -> float               the task's checker on the current state
+  close()
+
+`remote.RemoteEnv` implements the same interface against an OSWorld-style server.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+import json
+import os
+import time
+from typing import Any
+
+from PIL import Image
+
+from mage_jax.agent import tools
+from mage_jax.agent.sandbox import HOME, Sandbox, SandboxConfig, sandbox_env
+from mage_jax.agent.tasks import checkers, preparers
+from mage_jax.agent.tasks.package import TaskPackage
+
+APPS_HOST_DIR = os.path.join(os.path.dirname(__file__), "tasks", "builtin", "apps")
+APPS_DIR = "/opt/mage_apps"
+LAYOUT_DIR = "/tmp/.mage_layout"
+
+
+@dataclasses.dataclass
+class Observation:
+  text: str | None = None              # terminal output / notes / errors
+  screenshot: Image.Image | None = None
+  done: bool = False                   # the policy terminated
+  status: str | None = None            # terminate status
+
+
+@dataclasses.dataclass
+class EnvConfig:
+  width: int = 1280
+  height: int = 800
+  command_timeout: float = 30.0
+  max_output: int = 16_000
+  app_timeout: float = 30.0            # wait for a Tk app's first layout
+  sandbox: SandboxConfig = dataclasses.field(default_factory=SandboxConfig)
+
+
+class Env(abc.ABC):
+  @abc.abstractmethod
+  def reset(self, task: TaskPackage) -> Observation: ...
+
+  @abc.abstractmethod
+  def step(self, name: str, arguments: dict[str, Any]) -> Observation: ...
+
+  @abc.abstractmethod
+  def screenshot(self) -> Image.Image | None: ...
+
+  @abc.abstractmethod
+  def score(self) -> float: ...
+
+  @abc.abstractmethod
+  def close(self) -> None: ...
+
+  def resolve(self, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Replaces an '@app.widget' coordinate with the widget's centre in [0, 999]."""
+    coord = arguments.get("coordinate")
+    if not (isinstance(coord, str) and coord.startswith("@")):
+      return arguments
+    return {**arguments, "coordinate": self.widget_coordinate(coord[1:])}
+
+  def widget_coordinate(self, ref: str) -> list[int]:
+    raise NotImplementedError(f"{type(self).__name__} has no app layouts")
+
+
+class LocalEnv(Env):
+  """One episode at a time on this machine; `reset` tears down the previous sandbox."""
+
+  def __init__(self, config: EnvConfig | None = None):
+    self.config = config or EnvConfig()
+    self.sandbox = self.shell = self.desktop = None
+    self.task: TaskPackage | None = None
+    self.terminal_outputs: list[str] = []
+
+  # ---- lifecycle ---------------------------------------------------------------------------
+  def reset(self, task: TaskPackage) -> Observation:
+    from mage_jax.agent.terminal import PersistentShell
+    self.close()
+    self.task, self.terminal_outputs = task, []
+    sb_cfg = dataclasses.replace(self.config.sandbox,
+                                 ro_binds=self.config.sandbox.ro_binds + ((APPS_HOST_DIR, APPS_DIR),))
+    self.sandbox = Sandbox(sb_cfg)
+    display = None
+    if task.needs_desktop:
+      from mage_jax.agent.desktop import Desktop
+      self.desktop = Desktop(self.sandbox, self.config.width, self.config.height)
+      display = ":0"
+    self.shell = PersistentShell(self.sandbox, timeout=self.config.command_timeout,
+                                 max_output=self.config.max_output, display=display)
+    for i, spec in enumerate(task.setup):
+      try:
+        preparers.run_preparer(self, spec, task.root)
+      except Exception as e:
+        raise preparers.SetupError(f"{task.source}: setup[{i}] ({spec['type']}): {e}") from e
+    return Observation(text=None, screenshot=self.screenshot())
+
+  def close(self) -> None:
+    for part in (self.shell, self.desktop, self.sandbox):
+      if part is not None:
+        part.close()
+    self.sandbox = self.shell = self.desktop = None
+
+  # ---- preparers' target -------------------------------------------------------------------
+  def write_file(self, path: str, data: bytes) -> None:
+    self.sandbox.write_file(path, data)
+
+  def run_script(self, script: str, timeout: float) -> tuple[int, str]:
+    r = self.sandbox.run(["/bin/bash", "-c", script], timeout=timeout)
+    return r.returncode, (r.stdout + r.stderr).decode(errors="replace")
+
+  def launch_app(self, config: dict[str, Any]) -> None:
+    if self.desktop is None:
+      raise preparers.SetupError("an app needs a desktop; the task kind is 'terminal'")
+    name = config.get("name", config["kind"])
+    path = f"/tmp/.mage_apps/{name}.json"
+    self.sandbox.write_file(path, json.dumps(config).encode())
+    proc = self.desktop.launch(["python", f"{APPS_DIR}/tkapps.py", path])
+    deadline = time.monotonic() + self.config.app_timeout
+    while self.sandbox.read_file(f"{LAYOUT_DIR}/{name}.json") is None:
+      if proc.poll() is not None:
+        raise preparers.SetupError(f"app {name!r} exited with {proc.returncode} before showing its window")
+      if time.monotonic() > deadline:
+        raise preparers.SetupError(f"app {name!r} showed no window within {self.config.app_timeout}s")
+      time.sleep(0.1)
+
+  # ---- checker context ---------------------------------------------------------------------
+  def read_file(self, path: str) -> bytes | None:
+    return self.sandbox.read_file(path)
+
+  def list_dir(self, path: str) -> list[str] | None:
+    return self.sandbox.list_dir(path)
+
+  def score(self) -> float:
+    return checkers.score(self, self.task.checker, self.task.root)
+
+  # ---- acting ------------------------------------------------------------------------------
+  def screenshot(self) -> Image.Image | None:
+    return self.desktop.screenshot() if self.desktop is not None else None
+
+  def widget_coordinate(self, ref: str) -> list[int]:
+    app, _, widget = ref.partition(".")
+    data = self.sandbox.read_file(f"{LAYOUT_DIR}/{app}.json")
+    layout = json.loads(data) if data else {}
+    if widget not in layout:
+      raise KeyError(f"widget {widget!r} of app {app!r} is not on screen (known: {sorted(layout)[:20]})")
+    x, y, w, h = layout[widget]
+    return [tools.from_pixel(min(self.config.width - 1, round(x + w / 2)), self.config.width),
+            tools.from_pixel(min(self.config.height - 1, round(y + h / 2)), self.config.height)]
+
+  def step(self, name: str, arguments: dict[str, Any]) -> Observation:
+    """Executes one *validated* call (see parsing); terminal text and/or a screenshot."""
+    if name == tools.BASH:
+      result = self.shell.run(arguments["command"])
+      text = result.observation()
+      self.terminal_outputs.append(result.output)
+      return Observation(text=text, screenshot=self.screenshot())
+    action = arguments["action"]
+    if action == "terminate":
+      return Observation(text=None, screenshot=None, done=True, status=arguments["status"])
+    if self.desktop is None:
+      return Observation(text="Error: this task has no display; use the bash tool.")
+    self.desktop.execute(arguments)
+    return Observation(text=None, screenshot=self.screenshot())

@@ -1,0 +1,1 @@
+"""Verifiable task packages: format, loader, preparers, checkers and gates (docs/tasks.md)."""
