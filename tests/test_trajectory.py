@@ -97,3 +97,101 @@ def test_image_check_modes(tmp_path):
   assert tr.MISSING_IMAGE not in kinds("none")
   with pytest.raises(ValueError):
     list(tr.read_episodes(path, "sometimes"))
+
+
+# ------------------------------------------------------------------------------ importers
+
+from mage_jax.data import importers  # noqa: E402
+
+
+def _messages_record():
+  return {
+      "id": "chat-1",
+      "tools": json.dumps([tools.COMPUTER_USE_SCHEMA, tools.BASH_SCHEMA]),  # ms-swift stores a string
+      "images": ["shots/0.png", "shots/1.png"],
+      "messages": [
+          {"role": "system", "content": "You are helpful."},
+          {"role": "user", "content": "<image>Rename report.txt to final.txt."},
+          {"role": "assistant", "reasoning_content": "A shell command is simplest.",
+           "content": "Action: Rename the file with mv.",
+           "tool_calls": [{"type": "function", "function": {
+               "name": "bash", "arguments": "{\"command\": \"mv report.txt final.txt\"}"}}]},
+          {"role": "tool", "content": "<image>(no output)"},
+          {"role": "assistant",
+           "content": "<think>\nThe file is renamed.\n</think>\n\nAction: Finish.\n<tool_call>\n"
+                      "{\"name\": \"computer_use\", \"arguments\": {\"action\": \"terminate\", \"status\": \"success\"}}"
+                      "\n</tool_call>"},
+          {"role": "tool", "content": "done"},  # the observation after the last action: dropped
+      ]}
+
+
+def test_messages_import_round_trips_and_renders(tmp_path):
+  for k in range(2):
+    _png(str(tmp_path / "shots" / f"{k}.png"), 64 + 32 * k, 64)
+  sharegpt = {"conversations": [
+      {"from": "human", "value": "Open the menu.<image>"},
+      {"from": "gpt", "value": "Action: Click the menu."},
+      {"from": "function_call", "value": json.dumps(
+          {"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [1, 2]}})}],
+      "images": ["shots/1.png"]}
+  bad = dict(_messages_record(), images=["shots/0.png"])  # 2 placeholders, 1 image
+  two = _messages_record()
+  two["messages"][2]["tool_calls"] *= 2
+  src = tmp_path / "chat.jsonl"
+  src.write_text("\n".join(json.dumps(r) for r in (_messages_record(), sharegpt, bad, two)) + "\n")
+  items = list(importers.read_messages_file(str(src), source="chat", stage=3))
+  ep, ep2 = items[0], items[1]
+  assert isinstance(ep, tr.Episode) and isinstance(ep2, tr.Episode)
+  assert [(s.line, s.kind) for s in items[2:]] == [(3, tr.INVALID_FIELD), (4, tr.INVALID_FIELD)]
+  assert "placeholders" in items[2].reason and "exactly one tool call" in items[3].reason
+  assert ep.id == "chat-1" and ep.instruction == "Rename report.txt to final.txt."
+  assert ep.source == "chat" and ep.stage == 3 and ep.meta == {"system": "You are helpful."}
+  s1, s2 = ep.steps
+  assert (s1.observation.screenshot, s1.observation.text) == ("shots/0.png", None)
+  assert (s1.think, s1.action) == ("A shell command is simplest.", "Rename the file with mv.")
+  assert s1.tool_call.arguments == {"command": "mv report.txt final.txt"}
+  assert (s2.observation.screenshot, s2.observation.text) == ("shots/1.png", "(no output)")
+  assert (s2.think, s2.action, s2.tool_call.name) == ("The file is renamed.", "Finish.", "computer_use")
+  assert ep2.id == "chat-2" and ep2.steps[0].observation.screenshot == "shots/1.png"
+  assert ep2.steps[0].tool_call.arguments["coordinate"] == [1, 2]
+  # Native round trip, then render both steps.
+  out = tmp_path / "native" / "eps.jsonl"
+  tr.write_episodes(str(out), [ep])
+  [back] = list(tr.read_episodes(str(out)))
+  assert tr.episode_to_dict(back) == tr.episode_to_dict(ep, None) | {
+      "steps": tr.episode_to_dict(back)["steps"]}
+  assert back.steps[1].observation.screenshot == "../shots/1.png"
+  from mage_jax.data import render
+  samples = render.Renderer(render.RenderConfig(prompt_variants=False)).render_episode(back)
+  assert [len(s.images) for s in samples] == [1, 2]
+  assert samples[1].images[1].shape == (64, 96, 3)
+
+
+def test_grounding_import_renders_one_click(tmp_path):
+  _png(str(tmp_path / "g.png"), 1000, 500)
+  recs = [{"image": "g.png", "instruction": "the Save button", "box": [100, 50, 300, 150]},
+          {"image": "g.png", "instruction": "Click OK", "point": [0.5, 1.0], "coord_space": "relative",
+           "click": "double_click", "think": "OK is at the bottom."},
+          {"image": "none.png", "instruction": "x", "point": [1, 1]},
+          {"image": "g.png", "instruction": "x", "box": [5, 5, 1, 1]}]
+  src = tmp_path / "ground.jsonl"
+  src.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+  items = list(importers.read_grounding_file(str(src)))
+  ep, ep2 = items[0], items[1]
+  assert [(s.line, s.kind) for s in items[2:]] == [(3, tr.MISSING_IMAGE), (4, tr.INVALID_FIELD)]
+  [step] = ep.steps
+  # centre (200, 100) px on a 1000x500 image: round(200*999/999), round(100*999/499)
+  assert step.tool_call.arguments == {"action": "left_click", "coordinate": [200, 200]}
+  assert step.action == "Left click the Save button."
+  assert ep.stage == 1 and ep.source == "grounding" and ep.screen_size == (1000, 500)
+  g = ep.meta["grounding"]
+  assert g["box"] == [100, 50, 300, 150] and g["box_999"] == [100, 100, 300, 300]
+  assert ep2.steps[0].tool_call.arguments == {"action": "double_click", "coordinate": [500, 999]}
+  assert ep2.steps[0].action == "Click OK."
+  from mage_jax.data import render
+  [s] = render.Renderer(render.RenderConfig(mask_think_body=True)).render_episode(ep2)
+  assert s.meta["grounding"]["coordinate"] == [500, 999] and len(s.images) == 1
+  tok = render.Renderer().tok
+  trained = tok.decode(s.tokens[s.loss_mask])
+  assert trained.startswith("<think></think>\n\nAction: Click OK.\n<tool_call>\n")
+  assert '"coordinate": [500, 999]' in trained and "bottom" not in trained
