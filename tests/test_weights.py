@@ -109,11 +109,14 @@ def test_qwen3_table_matches_transformers_names_and_shapes():
   assert len({s.path for s in specs}) == len(specs)
 
 
+TINY_MAGE_VL = MageVLConfig(
+    text=TINY_QWEN,
+    vision=MageViTConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=32, out_hidden_size=16))
+
+
 def test_mage_vl_table_names_follow_design():
-  cfg = MageVLConfig(
-      text=TINY_QWEN,
-      vision=MageViTConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
-                           intermediate_size=32, out_hidden_size=16))
+  cfg = TINY_MAGE_VL
   by_name = {s.hf_name: s for s in names_lib.tensor_specs(cfg)}
   assert by_name["model.visual.embeddings.patch_embedding.weight"].hf_shape == (64, 3, 16, 16)
   assert by_name["model.visual.merger.mlp.0.weight"].hf_shape == (256, 256)
@@ -303,3 +306,49 @@ def test_streaming_import_peak_rss(tmp_path):
         f"= {growth / size:.2f}x")
   assert r["loaded_bytes"] == size
   assert growth < 1.5 * size
+
+
+PUBLISHED_MAGE_VL_FILES = {  # the published checkpoint's non-code, non-asset files
+    "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+    "vocab.json", "merges.txt", "special_tokens_map.json", "added_tokens.json",
+    "chat_template.jinja", "preprocessor_config.json", "model.safetensors.index.json",
+    "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}
+
+
+def test_mage_vl_export_layout_and_reload(tmp_path):
+  arrays = write_random_hf(tmp_path / "src", TINY_MAGE_VL, ml_dtypes.bfloat16)
+  cfg, model = hf.load_hf(str(tmp_path / "src"))
+  assert isinstance(cfg, MageVLConfig)
+  total = sum(a.nbytes for a in arrays.values())
+  hf.save_hf(model, cfg, str(tmp_path / "out"), max_shard_bytes=int(total * 0.75))
+  assert set(os.listdir(tmp_path / "out")) == PUBLISHED_MAGE_VL_FILES
+  config = json.load(open(tmp_path / "out" / "config.json"))
+  assert config["architectures"] == ["MageVLForConditionalGeneration"]
+  assert config["model_type"] == "mage_vl" and config["image_token_id"] == 151655
+  assert config["text_config"]["hidden_size"] == 16 and config["text_config"]["head_dim"] == 8
+  assert config["vision_config"]["hidden_size"] == 64
+  assert config["vision_config"]["out_hidden_size"] == 16
+  assert config["torch_dtype"] == "bfloat16"
+  pre = json.load(open(tmp_path / "out" / "preprocessor_config.json"))
+  assert (pre["patch_size"], pre["merge_size"], pre["temporal_patch_size"]) == (16, 2, 1)
+  assert (pre["min_pixels"], pre["max_pixels"]) == (3136, 4_000_000)
+  assert pre["image_mean"] == [0.48145466, 0.4578275, 0.40821073]
+  assert pre["image_std"] == [0.26862954, 0.26130258, 0.27577711]
+  assert pre["do_resize"] and pre["do_normalize"] and pre["do_rescale"]
+  template = open(tmp_path / "out" / "chat_template.jinja").read()
+  assert "<|im_start|>" in template and "tool_call" in template
+  tok_cfg = json.load(open(tmp_path / "out" / "tokenizer_config.json"))
+  assert "chat_template" not in tok_cfg and tok_cfg["eos_token"] == "<|im_end|>"
+  added = json.load(open(tmp_path / "out" / "added_tokens.json"))
+  assert added["<|image_pad|>"] == 151655 and added["<|vision_start|>"] == 151652
+  index = json.load(open(tmp_path / "out" / st.INDEX_FILE))
+  assert set(index["weight_map"]) == set(arrays)
+  assert any(n.startswith("model.visual.") for n in index["weight_map"])
+  # bf16 in, fp32 params, bf16 out: bit-exact; reload gives identical params.
+  assert _tensor_bytes(tmp_path / "src") == _tensor_bytes(tmp_path / "out")
+  _, again = hf.load_hf(str(tmp_path / "out"))
+  a = hf._flat_params(nnx.state(model, nnx.Param))
+  b = hf._flat_params(nnx.state(again, nnx.Param))
+  assert set(a) == set(b)
+  for p in a:
+    assert np.asarray(a[p][1]).tobytes() == np.asarray(b[p][1]).tobytes(), p
