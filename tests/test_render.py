@@ -301,3 +301,27 @@ def test_bad_input_file_every_good_sample_survives(tmp_path, tok):
   assert len(samples) == 8
   assert rep.skipped == {tr.MISSING_IMAGE: 2, tr.UNREADABLE_IMAGE: 2}
   assert any("bad.png" in s for s in rep.skipped_items)
+
+
+def test_config_from_data_config():
+  from mage_jax.data.config import default_data_config
+  c = default_data_config().render
+  c.full_responses, c.mask_think_body = 2, True
+  cfg = render.RenderConfig.from_config(c)
+  assert (cfg.full_responses, cfg.visual_turns, cfg.context_len, cfg.mask_think_body) == (2, 3, 32_768, True)
+  with pytest.raises(ValueError):
+    render.RenderConfig(full_responses=0)
+
+
+def test_tokenizer_checks_special_ids(tmp_path, tok):
+  assert tok.encode("<|im_start|>user\n<think></think><|image_pad|>") == [
+      151644, 872, 198, 151667, 151668, 151655]
+  assert tok.chat_template and "tool_response" in tok.chat_template
+  import tokenizers
+  from tokenizers import models
+  t = tokenizers.Tokenizer(models.WordLevel({"a": 0, "<|im_end|>": 1}, unk_token="a"))
+  t.save(str(tmp_path / "tokenizer.json"))
+  with pytest.raises(ValueError, match=r"<\|im_end\|>: expected 151645, got 1"):
+    tok_lib.Tokenizer(str(tmp_path))
+  with pytest.raises(FileNotFoundError):
+    tok_lib.Tokenizer(str(tmp_path / "nowhere.json"))
