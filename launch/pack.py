@@ -64,7 +64,8 @@ def pack(data, out_dir: str, workers: int) -> dict[str, Any]:
     raise ValueError("config.data.sources is empty: nothing to pack")
   render_cfg = data.render.to_dict()
   workers = workers or os.cpu_count() or 1
-  ctx = multiprocessing.get_context("fork")
+  # spawn, not fork: the caller may already run JAX threads (fork could deadlock).
+  ctx = multiprocessing.get_context("spawn")
   manifest: dict[str, Any] = dict(seq_len=data.seq_len, patch_budget=data.patch_budget,
                                   pack_buffer=data.pack_buffer, sources={})
   totals = packing.PackStats(data.seq_len, data.patch_budget)
