@@ -6,6 +6,7 @@ A checker spec is a JSON object with a `type`:
   file_exists  {path}        file_absent {path}
   dir_listing  {path, equals: [names]}            exact set of entries
   json_equals  {path, expected, subset?: bool}     (subset: every expected key matches)
+  json_point_in {path, key, box: [x0, y0, x1, y1]} a JSON [x, y] inside a box (inclusive)
   csv_equals   {path, rows}                        cells compared as stripped strings
   xlsx_cells   {path, cells: {"A1": value}, sheet?}  numbers compare with 1e-6 tolerance
   xlsx_merged  {path, range, sheet?}
@@ -27,7 +28,7 @@ import os
 import re
 from typing import Any, Callable, Protocol
 
-TYPES = ("all", "file_text", "file_exists", "file_absent", "dir_listing", "json_equals", "csv_equals",
+TYPES = ("all", "file_text", "file_exists", "file_absent", "dir_listing", "json_equals", "json_point_in", "csv_equals",
          "xlsx_cells", "xlsx_merged", "xlsx_chart", "pptx_titles", "pdf_pages", "terminal_contains",
          "python")
 
@@ -119,6 +120,11 @@ def _score(ctx: CheckContext, spec: dict[str, Any], root: str | None) -> float:
     if spec.get("subset"):
       return float(isinstance(data, dict) and all(k in data and data[k] == v for k, v in exp.items()))
     return float(data == exp)
+  if t == "json_point_in":
+    text = _text(ctx, path)
+    x, y = json.loads(text)[spec["key"]] if text is not None else (None, None)
+    x0, y0, x1, y1 = spec["box"]
+    return float(x is not None and x0 <= x <= x1 and y0 <= y <= y1)
   if t == "csv_equals":
     text = _text(ctx, path)
     if text is None:
