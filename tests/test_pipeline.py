@@ -69,6 +69,17 @@ def test_batches_layout_and_determinism(shards):
   _assert_same(a, b)
   assert a[0]["tokens"].shape == (4, SEQ) and a[0]["patches"].shape == (4, BUDGET, 768)
   assert a[0]["patch_positions"].shape == (4, BUDGET, 3) and a[0]["patches"].dtype == np.uint8
+  # Every batch row is exactly one stored bin (batched in place == decoded alone).
+  stored = {}
+  for name in ("a", "b"):
+    for rec in records.read_records(records.shard_paths(os.path.join(root, name))):
+      b = records.decode_bin(rec)
+      stored[b["tokens"].tobytes()] = b
+  for batch in a:
+    for row in range(4):
+      ref = stored[batch["tokens"][row].tobytes()]
+      for k in packing.BIN_KEYS:
+        np.testing.assert_array_equal(batch[k][row], ref[k], err_msg=k)
   c = _take(pipeline.make_iterator(_config(root, shuffle_seed=7)), 3)
   assert not all(np.array_equal(x["tokens"], y["tokens"]) for x, y in zip(a, c))
 

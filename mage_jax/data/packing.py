@@ -127,44 +127,74 @@ def best_fit_decreasing(token_lengths: Sequence[int], patch_counts: Sequence[int
   return bins
 
 
+def empty_bins(batch: int, seq_len: int, patch_budget: int) -> dict[str, np.ndarray]:
+  """Zeroed [batch, ...] arrays of the bin layout (np.zeros: untouched padding costs nothing)."""
+  return dict(tokens=np.zeros((batch, seq_len), np.int32), targets=np.zeros((batch, seq_len), np.int32),
+              loss_mask=np.zeros((batch, seq_len), np.float32),
+              segment_ids=np.zeros((batch, seq_len), np.int32),
+              positions=np.zeros((batch, seq_len), np.int32),
+              patches=np.zeros((batch, patch_budget, PATCH_DIM), np.uint8),
+              patch_image_ids=np.zeros((batch, patch_budget), np.int32),
+              patch_positions=np.zeros((batch, patch_budget, 3), np.int32),
+              source_ids=np.zeros((batch, seq_len), np.int32))
+
+
 def assemble_from_parts(tokens: np.ndarray, label_mask: np.ndarray, seg_lens: np.ndarray,
                         seg_sources: np.ndarray, patches: np.ndarray,
                         patch_positions: np.ndarray, image_patches: np.ndarray,
-                        seq_len: int, patch_budget: int) -> dict[str, np.ndarray]:
+                        seq_len: int, patch_budget: int,
+                        out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
   """Fixed-shape bin from concatenated segment parts (vectorised; also the record decoder).
 
   tokens/label_mask: the segments' tokens and Sample loss masks, concatenated.
+  out: zeroed rows to fill in place (a batch row from `empty_bins`); patch padding is
+  left untouched, so it must already be zero.
   """
+  if out is None:
+    out = {k: v[0] for k, v in empty_bins(1, seq_len, patch_budget).items()}
   n = int(tokens.shape[0])
   k = int(seg_lens.shape[0])
   starts = np.zeros(k, np.int64)
   np.cumsum(seg_lens[:-1], out=starts[1:])
   ends = starts + seg_lens - 1
-  out_tokens = np.full(seq_len, PAD_ID, np.int32)
-  out_tokens[:n] = tokens
-  targets = np.zeros(seq_len, np.int32)
+  out["tokens"][:n] = tokens
+  out["tokens"][n:] = PAD_ID
+  targets = out["targets"]
   targets[:n - 1] = tokens[1:]
+  targets[n - 1:] = 0
   targets[ends] = 0  # no next token in the last slot of a segment
-  loss_mask = np.zeros(seq_len, np.float32)
+  loss_mask = out["loss_mask"]
   loss_mask[:n - 1] = label_mask[1:]
+  loss_mask[n - 1:] = 0.0
   loss_mask[ends] = 0.0
-  segment_ids = np.zeros(seq_len, np.int32)
-  segment_ids[:n] = np.repeat(np.arange(1, k + 1, dtype=np.int32), seg_lens)
-  positions = np.zeros(seq_len, np.int32)
-  positions[:n] = np.arange(n, dtype=np.int32) - np.repeat(starts, seg_lens).astype(np.int32)
-  source_ids = np.full(seq_len, -1, np.int32)
-  source_ids[:n] = np.repeat(seg_sources.astype(np.int32), seg_lens)
+  out["segment_ids"][:n] = np.repeat(np.arange(1, k + 1, dtype=np.int32), seg_lens)
+  out["segment_ids"][n:] = 0
+  out["positions"][:n] = np.arange(n, dtype=np.int32) - np.repeat(starts, seg_lens).astype(np.int32)
+  out["positions"][n:] = 0
+  out["source_ids"][:n] = np.repeat(seg_sources.astype(np.int32), seg_lens)
+  out["source_ids"][n:] = -1
   p = int(patches.shape[0])
-  out_patches = np.zeros((patch_budget, PATCH_DIM), np.uint8)
-  out_patches[:p] = patches
-  patch_image_ids = np.zeros(patch_budget, np.int32)
-  patch_image_ids[:p] = np.repeat(np.arange(1, len(image_patches) + 1, dtype=np.int32),
-                                  image_patches)
-  out_positions = np.zeros((patch_budget, 3), np.int32)
-  out_positions[:p] = patch_positions
-  return dict(tokens=out_tokens, targets=targets, loss_mask=loss_mask, segment_ids=segment_ids,
-              positions=positions, patches=out_patches, patch_image_ids=patch_image_ids,
-              patch_positions=out_positions, source_ids=source_ids)
+  out["patches"][:p] = patches
+  out["patch_image_ids"][:p] = np.repeat(np.arange(1, len(image_patches) + 1, dtype=np.int32),
+                                         image_patches)
+  out["patch_image_ids"][p:] = 0
+  out["patch_positions"][:p] = patch_positions
+  out["patch_positions"][p:] = 0
+  return out
+
+
+def assemble_batch(items: Sequence[tuple[dict[str, Any], dict[str, np.ndarray]]]
+                   ) -> dict[str, np.ndarray]:
+  """Grain batch_fn: [(header, compact parts)] -> [B, ...] bins, filled in place (no stacking copy)."""
+  seq_len, patch_budget = items[0][0]["seq_len"], items[0][0]["patch_budget"]
+  out = empty_bins(len(items), seq_len, patch_budget)
+  for i, (header, parts) in enumerate(items):
+    if (header["seq_len"], header["patch_budget"]) != (seq_len, patch_budget):
+      raise ValueError(f"bins of different shapes in one batch: {(seq_len, patch_budget)} vs "
+                       f"{(header['seq_len'], header['patch_budget'])}")
+    assemble_from_parts(**parts, seq_len=seq_len, patch_budget=patch_budget,
+                        out={k: v[i] for k, v in out.items()})
+  return out
 
 
 def concat_segments(segments: Sequence[Segment]) -> dict[str, np.ndarray]:

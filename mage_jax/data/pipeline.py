@@ -26,7 +26,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from mage_jax.data import records
 from mage_jax.data.config import source_names
-from mage_jax.data.packing import TwoBudgetPackIterDataset
+from mage_jax.data.packing import TwoBudgetPackIterDataset, assemble_batch
 
 
 def _process(process_index: int | None, process_count: int | None) -> tuple[int, int]:
@@ -62,9 +62,9 @@ def _mix(datasets: Sequence[grain.MapDataset], weights: Sequence[float]) -> grai
   return grain.MapDataset.mix(list(datasets), list(weights))
 
 
-def _finish(ds: grain.IterDataset, data: ml_collections.ConfigDict, process_count: int
-            ) -> grain.IterDataset:
-  ds = ds.batch(_per_process_batch(data, process_count), drop_remainder=True)
+def _finish(ds: grain.IterDataset, data: ml_collections.ConfigDict, process_count: int,
+            batch_fn=None) -> grain.IterDataset:
+  ds = ds.batch(_per_process_batch(data, process_count), drop_remainder=True, batch_fn=batch_fn)
   if data.worker_count > 0:
     ds = ds.mp_prefetch(grain.MultiprocessingOptions(
         num_workers=data.worker_count, per_worker_buffer_size=data.worker_buffer_size))
@@ -90,10 +90,11 @@ def records_dataset(data: ml_collections.ConfigDict, *, process_index: int | Non
   for i, name in enumerate(names):
     ds = grain.MapDataset.source(grain.sources.ArrayRecordDataSource(paths[name]))
     sources.append(_shard_shuffle_repeat(ds, data.shuffle_seed + i, _epochs(data), pi, pc))
-  ds = _mix(sources, [data.sources[n].weight for n in names]).map(records.decode_bin)
+  # Records decode to compact parts; the batch is assembled in place (no per-bin padded copy).
+  ds = _mix(sources, [data.sources[n].weight for n in names]).map(records.decode_header_parts)
   ds = ds.to_iter_dataset(grain.ReadOptions(num_threads=data.read_threads,
                                             prefetch_buffer_size=data.read_prefetch))
-  return _finish(ds, data, pc)
+  return _finish(ds, data, pc, batch_fn=assemble_batch)
 
 
 def samples_dataset(samples_by_source: dict[str, Sequence[Any]], data: ml_collections.ConfigDict,

@@ -70,6 +70,12 @@ def decode_parts(record: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
   return header, parts
 
 
+def decode_header_parts(record: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+  """(shape header, compact parts): the pipeline's per-record map; `assemble_batch` batches them."""
+  header, parts = decode_parts(record)
+  return {"seq_len": header["seq_len"], "patch_budget": header["patch_budget"]}, parts
+
+
 def decode_bin(record: bytes) -> dict[str, np.ndarray]:
   """Record -> the fixed-shape bin (exactly the ARCHITECTURE.md keys)."""
   header, parts = decode_parts(record)
