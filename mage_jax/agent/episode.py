@@ -1,0 +1,183 @@
+"""The episode loop: observation -> prompt (data.render) -> policy -> parse -> execute, until
+terminate or the step budget.
+
+Every episode becomes a `data.trajectory.Episode` (so rollouts are SFT data)
+plus per-step records (exact prompt/completion token ids and sampled-token
+log-probs when the policy returns them) and per-episode counters.
+
+An invalid response (see `parsing`) is not a trajectory step: it consumes a
+step of the budget, is kept verbatim in the step records, and the policy sees
+the parse error prepended to its next observation.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import time
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from mage_jax.agent import parsing, tools
+from mage_jax.agent.env import Env, Observation
+from mage_jax.agent.tasks.package import TaskPackage
+from mage_jax.data import render as render_lib
+from mage_jax.data import trajectory as tr
+
+_PLACEHOLDER = tr.ToolCall(tools.COMPUTER_USE, {"action": "wait", "time": 1})
+
+
+@dataclasses.dataclass
+class PolicyRequest:
+  task: TaskPackage
+  t: int                                   # 1-based step
+  episode: tr.Episode                      # history; steps[t-1] holds o_t and a placeholder response
+  prompt_tokens: np.ndarray | None         # rendered prompt ending with "<|im_start|>assistant\n"
+  images: list[np.ndarray]                 # the prompt's screenshots, smart-resized, in order
+  resolve: Callable[[dict[str, Any]], dict[str, Any]]  # env.resolve ('@app.widget' refs)
+
+
+@dataclasses.dataclass
+class PolicyOutput:
+  text: str                                # the assistant turn (three parts)
+  prompt_ids: list[int] | None = None
+  completion_ids: list[int] | None = None
+  logprobs: list[float] | None = None
+  output_tokens: int | None = None
+
+
+class Policy(Protocol):
+  def act(self, request: PolicyRequest) -> PolicyOutput: ...
+
+
+@dataclasses.dataclass
+class EpisodeConfig:
+  max_steps: int = 50
+  full_responses: int = 4
+  visual_turns: int = 3
+  context_len: int = 32_768
+  out_dir: str = "/tmp/mage_episodes"      # screenshots go to <out_dir>/<episode id>/
+
+
+@dataclasses.dataclass
+class EpisodeResult:
+  task_id: str
+  kind: str
+  episode: tr.Episode | None
+  score: float = 0.0
+  status: str = "budget"                   # terminated | budget | env_error
+  steps: int = 0
+  model_calls: int = 0
+  output_tokens: int = 0
+  gui_actions: int = 0
+  terminal_actions: int = 0
+  parse_errors: dict[str, int] = dataclasses.field(default_factory=dict)
+  wall_time: float = 0.0
+  error: str | None = None
+  records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+  @property
+  def success(self) -> bool:
+    return self.status != "env_error" and self.score >= 1.0
+
+  def summary(self) -> dict[str, Any]:
+    d = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("episode", "records")}
+    d["success"] = self.success
+    return d
+
+
+_RENDERERS: dict[tuple, render_lib.Renderer] = {}
+
+
+def renderer_for(cfg: EpisodeConfig) -> render_lib.Renderer:
+  """The data path's renderer with one fixed system prompt (no decoupling at inference)."""
+  key = (cfg.full_responses, cfg.visual_turns, cfg.context_len)
+  if key not in _RENDERERS:
+    _RENDERERS[key] = render_lib.Renderer(render_lib.RenderConfig(
+        full_responses=cfg.full_responses, visual_turns=cfg.visual_turns, context_len=cfg.context_len,
+        prompt_variants=False, train_all_turns=False, mask_think_body=False))
+  return _RENDERERS[key]
+
+
+def render_prompt(renderer: render_lib.Renderer, ep: tr.Episode, t: int) -> tuple[np.ndarray, list[np.ndarray]]:
+  """Prompt tokens for step t: the rendered sample cut where a_t's trained content starts."""
+  report = render_lib.RenderReport()
+  sample = renderer.render_step(ep, t, report)
+  if sample is None:
+    raise RuntimeError(f"prompt for step {t} could not be rendered: {report.to_dict()}")
+  start = int(np.argmax(sample.loss_mask))
+  return sample.tokens[:start], sample.images
+
+
+def _save_observation(obs: Observation, directory: str, t: int, prefix: str | None) -> tr.Observation:
+  shot = None
+  if obs.screenshot is not None:
+    os.makedirs(directory, exist_ok=True)
+    shot = os.path.join(directory, f"o{t:03d}.png")
+    obs.screenshot.save(shot)
+  text = obs.text
+  if prefix:
+    text = prefix + ("\n" + text if text else "")
+  return tr.Observation(screenshot=shot, text=text)
+
+
+def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
+                episode_id: str | None = None) -> EpisodeResult:
+  """One episode. Env exceptions propagate (the slot pool reports them as env errors)."""
+  start = time.monotonic()
+  episode_id = episode_id or f"{task.id}-{int(time.time() * 1000)}"
+  shot_dir = os.path.join(cfg.out_dir, episode_id)
+  renderer = renderer_for(cfg)
+  res = EpisodeResult(task.id, task.kind, None)
+  errors: collections.Counter = collections.Counter()
+  max_steps = min(cfg.max_steps, task.max_steps or cfg.max_steps)
+
+  obs = env.reset(task)
+  current = _save_observation(obs, shot_dir, 1, None)
+  steps: list[tr.Step] = []
+  screen = (obs.screenshot.width, obs.screenshot.height) if obs.screenshot is not None else None
+  for t in range(1, max_steps + 1):
+    n = len(steps) + 1  # trajectory step index (invalid turns are not steps)
+    ep = tr.Episode(id=episode_id, instruction=task.instruction,
+                    steps=steps + [tr.Step(current, "", "", _PLACEHOLDER)], screen_size=screen,
+                    source="rollout", root=cfg.out_dir)
+    prompt, images = render_prompt(renderer, ep, n)
+    out = policy.act(PolicyRequest(task, n, ep, prompt, images, env.resolve))
+    res.model_calls += 1
+    out_tokens = out.output_tokens
+    if out_tokens is None:
+      out_tokens = len(out.completion_ids) if out.completion_ids is not None else len(renderer.tok.encode(out.text))
+    res.output_tokens += out_tokens
+    parsed = parsing.parse_response(out.text)
+    res.records.append({"t": t, "step": n, "prompt_tokens": int(len(prompt)), "images": len(images),
+                        "prompt_ids": out.prompt_ids, "completion_ids": out.completion_ids,
+                        "logprobs": out.logprobs, "output_tokens": out_tokens,
+                        "parse_error": parsed.error_kind,
+                        "raw": out.text if not parsed.ok else None})
+    if not parsed.ok:
+      errors[parsed.error_kind] += 1
+      current = tr.Observation(current.screenshot, parsed.error_observation()
+                               + ("\n" + current.text if current.text else ""))
+      continue
+    if parsing.channel_of(parsed.name) == "gui":
+      if parsed.arguments.get("action") != "terminate":
+        res.gui_actions += 1
+    else:
+      res.terminal_actions += 1
+    steps.append(tr.Step(current, parsed.think, parsed.summary, tr.ToolCall(parsed.name, parsed.arguments)))
+    obs = env.step(parsed.name, parsed.arguments)
+    if obs.done:
+      res.status = "terminated"
+      break
+    current = _save_observation(obs, shot_dir, len(steps) + 1, None)
+  res.steps = len(steps)
+  res.score = env.score()
+  res.parse_errors = dict(errors)
+  res.wall_time = time.monotonic() - start
+  if steps:
+    res.episode = tr.Episode(id=episode_id, instruction=task.instruction, steps=steps, screen_size=screen,
+                             source="rollout", outcome="success" if res.score >= 1 else "failure",
+                             reward=res.score, root=cfg.out_dir,
+                             meta={"task_id": task.id, "kind": task.kind, "status": res.status})
+  return res

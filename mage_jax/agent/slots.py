@@ -1,0 +1,110 @@
+"""Environment slots: a bounded pool that runs episodes concurrently.
+
+`SlotPool` is the interface: `run(jobs)` yields one `EpisodeResult` per job
+as they finish. `LocalSlotPool` backs it with N threads, each owning one
+environment (its sandboxes are separate processes, so the GIL is not the
+bottleneck: the Python side mostly waits on pipes and X). A job whose
+environment raises (sandbox/X/app crash, setup failure) is reported with
+status "env_error" (never scored as a policy failure) and the slot's
+environment is closed and rebuilt before its next job.
+
+A distributed engine can back the same interface: e.g. with Ray, one actor
+per slot holding an env (`ray.remote(EnvSlot)`), `run` submitting
+`slot.run_job.remote(job)` to idle actors and yielding `ray.wait` results;
+a dead actor (RayActorError) is restarted and its job reported as env_error.
+See docs/agent.md.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+import queue
+import threading
+import traceback
+from typing import Callable, Iterable, Iterator
+
+from mage_jax.agent.env import Env
+from mage_jax.agent.episode import EpisodeConfig, EpisodeResult, Policy, run_episode
+from mage_jax.agent.tasks.package import TaskPackage
+
+
+@dataclasses.dataclass
+class Job:
+  task: TaskPackage
+  policy: Policy
+  episode_id: str
+
+
+class SlotPool(abc.ABC):
+  @abc.abstractmethod
+  def run(self, jobs: Iterable[Job]) -> Iterator[EpisodeResult]: ...
+
+
+class EnvSlot:
+  """One environment and the episodes it runs; rebuilt after a crash."""
+
+  def __init__(self, env_factory: Callable[[], Env], cfg: EpisodeConfig):
+    self.env_factory, self.cfg = env_factory, cfg
+    self.env: Env | None = None
+    self.restarts = 0
+
+  def run_job(self, job: Job) -> EpisodeResult:
+    if self.env is None:
+      self.env = self.env_factory()
+    try:
+      return run_episode(self.env, job.task, job.policy, self.cfg, job.episode_id)
+    except Exception as e:  # noqa: BLE001 - any env failure is an env error, not a policy failure
+      self.restart()
+      return EpisodeResult(job.task.id, job.task.kind, None, status="env_error",
+                           error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}")
+
+  def restart(self) -> None:
+    self.restarts += 1
+    try:
+      if self.env is not None:
+        self.env.close()
+    except Exception:  # noqa: BLE001 - the env is being discarded
+      pass
+    self.env = None
+
+  def close(self) -> None:
+    if self.env is not None:
+      self.env.close()
+      self.env = None
+
+
+class LocalSlotPool(SlotPool):
+  def __init__(self, env_factory: Callable[[], Env], cfg: EpisodeConfig, num_slots: int = 2):
+    self.slots = [EnvSlot(env_factory, cfg) for _ in range(max(1, num_slots))]
+
+  def run(self, jobs: Iterable[Job]) -> Iterator[EpisodeResult]:
+    todo: queue.Queue = queue.Queue()
+    n = 0
+    for job in jobs:
+      todo.put(job)
+      n += 1
+    done: queue.Queue = queue.Queue()
+
+    def worker(slot: EnvSlot) -> None:
+      while True:
+        try:
+          job = todo.get_nowait()
+        except queue.Empty:
+          return
+        done.put(slot.run_job(job))
+
+    threads = [threading.Thread(target=worker, args=(s,), daemon=True) for s in self.slots]
+    for th in threads:
+      th.start()
+    for _ in range(n):
+      yield done.get()
+    for th in threads:
+      th.join()
+
+  def close(self) -> None:
+    for s in self.slots:
+      s.close()
+
+  @property
+  def restarts(self) -> int:
+    return sum(s.restarts for s in self.slots)
