@@ -1,0 +1,36 @@
+"""Evaluation of a policy on a task suite (mage_jax/agent; docs/agent.md).
+
+  python -m launch.eval --config=configs/eval.py:scripted --workdir=workdirs/eval_scripted
+  python -m launch.eval --config=configs/eval.py:openai --config.policy.base_url=http://host:8000/v1 \
+      --config.policy.model=mage --workdir=workdirs/eval_vllm
+  python -m launch.eval --config=configs/eval.py:checkpoint --config.policy.checkpoint=/ckpt/export \
+      --workdir=workdirs/eval_ckpt
+
+Arg: the policy kind (scripted | openai | checkpoint), optionally ",tiny" for a
+3-task smoke run (e.g. `scripted,tiny`).
+"""
+from __future__ import annotations
+
+import ml_collections
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  parts = (arg or "scripted").split(",")
+  kind, tiny = parts[0], "tiny" in parts[1:]
+  c = ml_collections.ConfigDict()
+  c.suite = "builtin"            # "builtin" or a directory of task packages
+  c.tasks = "term_hello_file,gui_click_red,hyb_code_on_screen" if tiny else ""  # comma list; "" = all
+  c.kinds = ""                   # comma list of terminal,gui,hybrid; "" = all
+  c.repeats = 1
+  c.slots = 2                    # concurrent environment slots
+  c.check_gates = False          # run the package gates before evaluating (rejects failing packages)
+  c.episode = ml_collections.ConfigDict(dict(max_steps=50, full_responses=4, visual_turns=3,
+                                             context_len=32_768))
+  c.env = ml_collections.ConfigDict(dict(width=1280, height=800, command_timeout=30.0, max_output=16_000,
+                                         home_mb=256, memory_mb=4096, nproc=256))
+  c.policy = ml_collections.ConfigDict(dict(
+      kind=kind, which="reference",                               # scripted: reference | near_miss
+      base_url="http://127.0.0.1:8000/v1", model="mage", api_key="EMPTY",  # openai
+      checkpoint="",                                              # checkpoint: an HF directory
+      max_tokens=1024, temperature=0.0, top_p=1.0, greedy=True))
+  return c

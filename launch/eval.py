@@ -1,0 +1,95 @@
+"""Evaluate a policy on a task suite; prints a table and writes JSON + episodes.
+
+    python -m launch.eval --config=configs/eval.py:scripted --workdir=workdirs/eval_scripted
+
+Writes <workdir>/results.json (summary rows + per-episode counters),
+<workdir>/episodes.jsonl (trajectory format, screenshots under <workdir>/shots)
+and <workdir>/steps.jsonl (per-step token ids / log-probs).
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from absl import app, flags
+from ml_collections import config_flags
+
+_CONFIG = config_flags.DEFINE_config_file("config", "configs/eval.py:scripted", "Eval config.")
+_WORKDIR = flags.DEFINE_string("workdir", "workdirs/eval", "Output directory.")
+
+
+def make_policy_factory(p):
+  from mage_jax.agent import policies
+  if p.kind == "scripted":
+    return lambda task: policies.ScriptedPolicy(p.which)
+  if p.kind == "openai":
+    return lambda task: policies.OpenAIChatPolicy(p.base_url, p.model, api_key=p.api_key,
+                                                  max_tokens=p.max_tokens, temperature=p.temperature,
+                                                  top_p=p.top_p)
+  if p.kind == "checkpoint":
+    if not p.checkpoint:
+      raise ValueError("policy.kind=checkpoint needs --config.policy.checkpoint=<HF dir>")
+    shared = policies.CheckpointPolicy(p.checkpoint, max_new_tokens=p.max_tokens, greedy=p.greedy,
+                                       temperature=p.temperature, top_p=p.top_p)
+    return lambda task: shared
+  raise ValueError(f"unknown policy.kind {p.kind!r}; expected scripted | openai | checkpoint")
+
+
+def load_tasks(c):
+  from mage_jax.agent.tasks.builtin import builtin_packages
+  from mage_jax.agent.tasks.package import load_suite
+  tasks = builtin_packages() if c.suite == "builtin" else load_suite(c.suite)
+  if c.tasks:
+    wanted = c.tasks.split(",")
+    missing = set(wanted) - {t.id for t in tasks}
+    if missing:
+      raise ValueError(f"config.tasks: unknown task ids {sorted(missing)}")
+    tasks = [t for t in tasks if t.id in wanted]
+  if c.kinds:
+    tasks = [t for t in tasks if t.kind in c.kinds.split(",")]
+  return tasks
+
+
+def main(argv):
+  del argv
+  import os
+  from mage_jax.agent import evaluation
+  from mage_jax.agent.env import EnvConfig, LocalEnv
+  from mage_jax.agent.episode import EpisodeConfig
+  from mage_jax.agent.sandbox import SandboxConfig, SandboxUnavailable, check_available
+  from mage_jax.agent.slots import LocalSlotPool
+  from mage_jax.agent.tasks.gates import check_package
+  c = _CONFIG.value
+  try:
+    check_available()
+  except SandboxUnavailable as e:
+    sys.exit(f"launch.eval: {e}")
+  e = c.env
+  env_cfg = EnvConfig(width=e.width, height=e.height, command_timeout=e.command_timeout, max_output=e.max_output,
+                      sandbox=SandboxConfig(home_mb=e.home_mb, memory_mb=e.memory_mb, nproc=e.nproc))
+  env_factory = lambda: LocalEnv(env_cfg)
+  tasks = load_tasks(c)
+  if c.check_gates:
+    kept = []
+    for t in tasks:
+      g = check_package(t, env_factory)
+      print(g)
+      if g.passed:
+        kept.append(t)
+    tasks = kept
+  ep_cfg = EpisodeConfig(out_dir=os.path.join(_WORKDIR.value, "shots"), **c.episode.to_dict())
+  pool = LocalSlotPool(env_factory, ep_cfg, c.slots)
+  try:
+    results = evaluation.evaluate(tasks, make_policy_factory(c.policy), pool, repeats=c.repeats,
+                                  on_result=lambda r: print(f"{r.task_id}: {r.status} score={r.score:.2f} "
+                                                            f"steps={r.steps} {r.wall_time:.1f}s", flush=True))
+  finally:
+    pool.close()
+  rows = evaluation.summarize(results)
+  print(evaluation.format_table(rows))
+  paths = evaluation.write_results(_WORKDIR.value, results, rows, c.to_dict())
+  print("wrote", ", ".join(paths.values()))
+
+
+if __name__ == "__main__":
+  app.run(main)
