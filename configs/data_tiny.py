@@ -26,7 +26,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
        for k, w in KINDS.items()})
   c.data.packed_dir = os.path.join(folder, "packed")
   c.data.seq_len = 4096
-  c.data.patch_budget = 8192
+  c.data.patch_budget = 12_288  # 3 screenshots of 640x384 per sample = 2,880 patches
   c.data.pack_buffer = 64
   c.data.pack_workers = 2
   c.data.records_per_shard = 16

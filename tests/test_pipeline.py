@@ -259,3 +259,23 @@ def test_on_the_fly_from_jsonl_matches_pack_counts(bad_set):
   batch = next(pipeline.make_iterator(c, samples_by_source=samples))
   assert batch["tokens"].shape == (2, 4096) and batch["patches"].shape == (2, 8192, 768)
   assert (np.count_nonzero(batch["tokens"] == 151655) * 4 == np.count_nonzero(batch["patch_image_ids"]))
+
+
+def test_inspect_marks_trained_spans_images_and_segments(bad_set, tmp_path):
+  from launch import inspect as insp
+  from mage_jax.data import tokenizer as tok_lib
+  root, _ = bad_set
+  c = default_data_config()
+  c.sources = sources_config({"gui": (os.path.join(root, "gui.jsonl"), 1.0)})
+  c.seq_len, c.patch_budget, c.pack_buffer, c.render.context_len = 4096, 12288, 32, 4096
+  from launch import pack
+  pack.pack(c, str(tmp_path), workers=1)
+  rec = next(iter(records.read_records(records.shard_paths(str(tmp_path / "gui")))))
+  b, meta = records.decode_bin(rec), records.decode_meta(rec)
+  text = insp.describe_bin(b, meta, tok_lib.load_tokenizer())
+  assert text.count("=== segment") == len(meta) == int(b["segment_ids"].max())
+  # One trained span per segment (the target turn), ending with <|im_end|>.
+  assert text.count("«") == len(meta) and text.count("<|im_end|>»") == len(meta)
+  n_images = int(b["patch_image_ids"].max())
+  assert text.count("[image ") == n_images
+  assert f"patches {np.count_nonzero(b['patch_image_ids'])}/12288" in text
