@@ -352,3 +352,28 @@ def test_mage_vl_export_layout_and_reload(tmp_path):
   assert set(a) == set(b)
   for p in a:
     assert np.asarray(a[p][1]).tobytes() == np.asarray(b[p][1]).tobytes(), p
+
+
+def test_python_api_mage_vl_with_an_image(tmp_path):
+  """api smoke on Mage-VL: one <|image_pad|> expands; the image changes the logits."""
+  from mage_jax import api
+  write_random_hf(tmp_path / "src", TINY_MAGE_VL, seed=4)
+  policy = api.load(str(tmp_path / "src"))
+  pad = TINY_MAGE_VL.image_token_id
+  # Tiny vocab (64): the image pad id is out of range for text embeddings, but every
+  # pad slot is replaced by an image feature before the LM sees it.
+  prompt = np.array([3, 9, pad, 7, 11], np.int32)
+  rng = np.random.default_rng(0)
+  img_a = rng.integers(0, 256, (64, 96, 3), dtype=np.uint8)  # 4x6 patches -> 6 tokens
+  img_b = 255 - img_a
+  la, lb = policy.logits(prompt, images=[img_a]), policy.logits(prompt, images=[img_b])
+  assert la.shape == (len(prompt) - 1 + 6, 64) and np.isfinite(la).all()
+  assert np.abs(la[:2] - lb[:2]).max() == 0          # causal: text before the image unchanged
+  assert np.abs(la[-1] - lb[-1]).max() > 1e-4         # after the image it depends on it
+  with pytest.raises(ValueError, match="image_pad"):
+    policy.logits(np.array([3, pad, pad, 4], np.int32), images=[img_a])
+  out = policy.generate(prompt, images=[img_a], max_new_tokens=3)
+  assert out.tokens.shape == (3,)
+  assert out.tokens[0] == int(np.argmax(la[-1]))      # greedy first token = forward's argmax
+  policy.save(str(tmp_path / "out"), dtype="float32")
+  assert _tensor_bytes(tmp_path / "src") == _tensor_bytes(tmp_path / "out")
