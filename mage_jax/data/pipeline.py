@@ -10,6 +10,10 @@ sharded over the mesh's data axes (`config.data_axes`, default ('data', 'fsdp'))
 `DataIterator` is a `grain.DatasetIterator`: `get_state()`/`set_state()` are
 JSON-able, so `grain.checkpoint.CheckpointSave(iterator)` stores it in an Orbax
 checkpoint. It also counts the bins drawn per source (part of the state).
+
+With a finite `num_epochs` and several sources, the mixture ends when its first
+source runs out (Grain's `MapDataset.mix`); use num_epochs=-1 with mixtures and
+stop by step count.
 """
 from __future__ import annotations
 
