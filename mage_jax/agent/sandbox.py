@@ -37,11 +37,18 @@ import sys
 import sysconfig
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 HOME = "/home/user"
 PY_ROOT = "/opt/python"
 REQUIRED_BINARIES = ("bwrap", "nsenter", "setpriv")
+
+
+# bwrap --die-with-parent uses PR_SET_PDEATHSIG, which fires when the *thread* that forked
+# bwrap exits. Sandboxes are created from short-lived threads (HTTP handlers, slot workers),
+# so every bwrap is forked by this one long-lived launcher thread instead.
+_LAUNCHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-launcher")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -190,8 +197,9 @@ class Sandbox:
       args += ["--uid", str(uid), "--gid", str(gid)]
     info_r, info_w = os.pipe()
     args += ["--info-fd", str(info_w), "--chdir", "/", "/bin/sh", "-c", "echo ready; exec sleep infinity"]
-    self._bwrap = subprocess.Popen(args, pass_fds=(info_w, *data_fds), stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    self._bwrap = _LAUNCHER.submit(subprocess.Popen, args, pass_fds=(info_w, *data_fds),
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE).result()
     os.close(info_w)
     for fd in data_fds:
       os.close(fd)
