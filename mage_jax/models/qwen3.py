@@ -67,8 +67,10 @@ class Qwen3Attention(nnx.Module):
                       kv_positions=positions)
     else:
       k_cache, v_cache, kv_seg, kv_pos, index = kv_cache
-      k_all = jax.lax.dynamic_update_slice(k_cache, k.astype(k_cache.dtype), (0, index, 0, 0))
-      v_all = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), (0, index, 0, 0))
+      zero = jnp.zeros((), index.dtype)
+      start = (zero, index, zero, zero)
+      k_all = jax.lax.dynamic_update_slice(k_cache, k.astype(k_cache.dtype), start)
+      v_all = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), start)
       # T != S here, so always the XLA kernel (chunked over queries for long prompts).
       out = attention(q, k_all.astype(q.dtype), v_all.astype(q.dtype), q_segment_ids=segment_ids,
                       kv_segment_ids=kv_seg, causal=True, backend="xla",
@@ -138,8 +140,9 @@ class Qwen3Model(nnx.Module):
         x = step(layer, x, cos, sin, positions, segment_ids)
       return self.norm(x)
     t = embeds.shape[1]
-    kv_seg = jax.lax.dynamic_update_slice(cache.segment_ids, segment_ids, (0, cache.index))
-    kv_pos = jax.lax.dynamic_update_slice(cache.positions, positions, (0, cache.index))
+    start = (jnp.zeros((), cache.index.dtype), cache.index)
+    kv_seg = jax.lax.dynamic_update_slice(cache.segment_ids, segment_ids, start)
+    kv_pos = jax.lax.dynamic_update_slice(cache.positions, positions, start)
     ks, vs = [], []
     for i, layer in enumerate(self.layers):
       x, (k, v) = layer(x, cos, sin, positions, segment_ids,
