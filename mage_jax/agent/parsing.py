@@ -16,6 +16,7 @@ from mage_jax.agent import tools
 
 _CALL_OPEN, _CALL_CLOSE = "<tool_call>", "</tool_call>"
 _THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+_OPEN_RE = re.compile(r"(?:^|\n)[ \t]*(<tool_call>)")
 _ACTION_RE = re.compile(r"^\s*Action:\s*(.*?)\s*$", re.MULTILINE)
 
 # Error kinds (stable strings; counted per episode).
@@ -60,19 +61,24 @@ def parse_response(text: str) -> ParseResult:
   if m:
     result.think = m.group(1).strip("\n")
   body = text[m.end():] if m else text
-  n_open = body.count(_CALL_OPEN)
-  if n_open == 0:
+  # A JSON string can't hold a raw newline, so "<tool_call>" at a line start is a real tag even
+  # when a typed text contains the literal string "<tool_call>".
+  opens = [m.start(1) for m in _OPEN_RE.finditer(body)] or [m.start() for m in re.finditer(re.escape(_CALL_OPEN), body)]
+  if not opens:
     return _fail(result, NO_TOOL_CALL, "the response has no <tool_call>")
-  if n_open > 1:
-    return _fail(result, MULTIPLE_TOOL_CALLS, f"the response has {n_open} <tool_call> blocks; exactly one is allowed")
-  start = body.index(_CALL_OPEN)
+  if len(opens) > 1:
+    return _fail(result, MULTIPLE_TOOL_CALLS, f"the response has {len(opens)} <tool_call> blocks; exactly one is allowed")
+  start = opens[0]
   a = _ACTION_RE.search(body[:start])
   if a:
     result.summary = a.group(1)
-  end = body.find(_CALL_CLOSE, start)
+  end = body.find("\n" + _CALL_CLOSE, start)
+  end = end + 1 if end >= 0 else body.find(_CALL_CLOSE, start)
   if end < 0:
     return _fail(result, BROKEN_JSON, "<tool_call> is not closed by </tool_call>")
   trailing = body[end + len(_CALL_CLOSE):].strip()
+  if _CALL_OPEN in trailing:
+    return _fail(result, MULTIPLE_TOOL_CALLS, "the response has 2 or more <tool_call> blocks; exactly one is allowed")
   if trailing:
     return _fail(result, TEXT_AFTER_CALL, f"text after </tool_call>: {trailing[:60]!r}")
   payload = body[start + len(_CALL_OPEN):end].strip()
