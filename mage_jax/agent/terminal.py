@@ -36,12 +36,15 @@ class ShellResult:
   timed_out: bool = False
   truncated: bool = False
   restarted: bool = False
+  flooded: bool = False
 
   def observation(self) -> str:
     """The text the policy sees."""
     text = self.output
     if self.truncated:
       text += "\n[output truncated]"
+    if self.flooded:
+      text += "\n[output flood: the command was killed]"
     if self.timed_out:
       text += "\n[command timed out and was killed]"
     if self.restarted:
@@ -53,8 +56,9 @@ class ShellResult:
 
 class PersistentShell:
   def __init__(self, sandbox: Sandbox, *, timeout: float = 30.0, max_output: int = 16_000,
-               display: str | None = ":0"):
+               display: str | None = ":0", flood_bytes: int = 8 << 20):
     self.sandbox, self.timeout, self.max_output, self.display = sandbox, timeout, max_output, display
+    self.flood_bytes = flood_bytes  # past this much output the command is killed (an output flood)
     self._proc: subprocess.Popen | None = None
     self._start()
 
@@ -97,11 +101,14 @@ class PersistentShell:
     marker = ("\n" + self._mark + " ").encode()
     deadline = time.monotonic() + timeout
     fd = self._proc.stdout.fileno()
-    exit_code, timed_out = None, False
+    exit_code, timed_out, flooded = None, False, False
     while True:
       left = deadline - time.monotonic()
       if left <= 0:
         timed_out = True
+        break
+      if total > self.flood_bytes:
+        flooded = True
         break
       ready, _, _ = select.select([fd], [], [], min(left, 0.5))
       if not ready:
@@ -125,7 +132,7 @@ class PersistentShell:
       room = self.max_output - len(kept)
       kept += body[:max(room, 0)]
       total += len(body)
-    if timed_out:
+    if timed_out or flooded:
       # Kill what the command started; if the shell itself is busy (builtin loop), restart it.
       bash_pid = _shell_pid(self._proc.pid)
       if bash_pid is not None:
@@ -138,7 +145,8 @@ class PersistentShell:
       self._stop()
       self._start()
       restarted = True
-    return ShellResult(kept.decode(errors="replace"), exit_code, timed_out, total > self.max_output, restarted)
+    return ShellResult(kept.decode(errors="replace"), exit_code, timed_out, total > self.max_output, restarted,
+                       flooded)
 
   def _drain_to_marker(self, fd: int, wait: float) -> bool:
     """After a kill, waits briefly for the loop's end marker (the shell survived)."""

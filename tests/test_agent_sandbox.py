@@ -1,0 +1,188 @@
+"""Sandbox suite: every escape/abuse attempt fails harmlessly and the host is unchanged.
+
+Destructive commands run only inside the sandbox, under the shell's per-command
+timeout, a pytest-timeout watchdog and `Sandbox.close()` (kills the whole pid
+namespace) in a finally block.
+"""
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from mage_jax.agent import sandbox as sb
+from mage_jax.agent.terminal import PersistentShell
+
+try:
+  sb.check_available()
+  _REASON = None
+except sb.SandboxUnavailable as e:
+  _REASON = str(e)
+needs_sandbox = pytest.mark.skipif(_REASON is not None, reason=f"sandbox unavailable: {_REASON}")
+
+
+@pytest.fixture
+def shell():
+  box = sb.Sandbox(sb.SandboxConfig(home_mb=64, tmp_mb=32, file_mb=128, nproc=64, memory_mb=1024))
+  sh = PersistentShell(box, timeout=10, max_output=10_000, display=None)
+  try:
+    yield sh
+  finally:
+    sh.close()
+    box.close()
+
+
+def _uid_procs(uid: int) -> set[int]:
+  out = set()
+  for e in os.listdir("/proc"):
+    if e.isdigit():
+      try:
+        if os.stat(f"/proc/{e}").st_uid == uid:
+          out.add(int(e))
+      except FileNotFoundError:
+        pass
+  return out
+
+
+def _in_pidns(ns: str) -> list[int]:
+  out = []
+  for e in os.listdir("/proc"):
+    if e.isdigit():
+      try:
+        if os.readlink(f"/proc/{e}/ns/pid") == ns:
+          out.append(int(e))
+      except OSError:
+        pass
+  return out
+
+
+def test_refuses_without_bubblewrap(monkeypatch):
+  real = shutil.which
+  monkeypatch.setattr(sb.shutil, "which", lambda b: None if b == "bwrap" else real(b))
+  with pytest.raises(sb.SandboxUnavailable, match="refusing to run episodes unsandboxed"):
+    sb.Sandbox()
+
+
+@needs_sandbox
+def test_persistent_state_and_identity(shell):
+  assert shell.run("cd /tmp && export FOO=bar && mkdir -p d && echo hi > d/f").exit_code == 0
+  r = shell.run("pwd; echo $FOO; cat d/f; id -u; grep CapEff /proc/self/status")
+  lines = r.output.split("\n")
+  assert lines[:3] == ["/tmp", "bar", "hi"]
+  expected_uid = 65534 if os.geteuid() == 0 else os.getuid()
+  assert lines[3] == str(expected_uid)
+  assert lines[4].split()[1] == "0000000000000000"  # no capabilities
+  r = shell.run("python -c 'import openpyxl, pptx, pandas, pypdf, PIL; print(\"libs ok\")'", timeout=60)
+  assert r.output.strip() == "libs ok", r.output
+
+
+@needs_sandbox
+@pytest.mark.timeout(120)
+def test_write_outside_and_read_secrets(shell):
+  marker = f"/tmp/mage_probe_{secrets.token_hex(4)}"
+  cmds = [f"echo x > {marker}", "echo x > /usr/evil", "echo x > /etc/evil", "mkdir -p /work/evil",
+          "echo x > /opt/python/evil", "ls /root", "cat /etc/shadow", "cat /proc/1/root/etc/shadow"]
+  out = "\n".join(shell.run(c).observation() for c in cmds)
+  assert not os.path.exists("/usr/evil") and not os.path.exists("/etc/evil") and not os.path.exists("/work/evil")
+  assert not os.path.exists(marker)  # the sandbox /tmp is its own tmpfs
+  assert not os.path.exists(os.path.join(sb.os.path.realpath(sb.sys.base_prefix), "evil"))
+  assert "No such file" in out or "Permission denied" in out or "Read-only" in out
+  if os.geteuid() == 0:
+    with open("/etc/shadow") as f:
+      secret_lines = [l for l in f.read().splitlines() if l.split(":")[1] not in ("*", "!", "!*", "")]
+    for line in secret_lines:
+      assert line.split(":")[1] not in out
+  # the sandbox user could not read the real file even if it were visible
+  nobody = pwd.getpwuid(65534)
+  assert not (os.stat("/etc/shadow").st_mode & 0o004)
+
+
+@needs_sandbox
+@pytest.mark.timeout(120)
+def test_no_network(shell):
+  srv = socket.socket()
+  srv.bind(("127.0.0.1", 0))
+  srv.listen(1)
+  srv.settimeout(0.2)
+  port = srv.getsockname()[1]
+  accepted = []
+
+  def accept():
+    try:
+      accepted.append(srv.accept())
+    except OSError:
+      pass
+  th = threading.Thread(target=accept)
+  th.start()
+  code = ("import socket\n"
+          "for addr in [('127.0.0.1', %d), ('1.1.1.1', 53), ('8.8.8.8', 443)]:\n"
+          "  try:\n    socket.create_connection(addr, timeout=2); print('CONNECTED', addr)\n"
+          "  except OSError as e:\n    print('blocked', addr, e.errno)\n") % port
+  shell.sandbox.write_file("net.py", code.encode())
+  r = shell.run("python net.py", timeout=30)
+  th.join()
+  srv.close()
+  assert "CONNECTED" not in r.output and r.output.count("blocked") == 3, r.output
+  assert not accepted
+
+
+@needs_sandbox
+@pytest.mark.timeout(180)
+def test_fork_bomb_is_contained(shell):
+  before = _uid_procs(shell.sandbox.uid) if os.geteuid() == 0 else set()
+  r = shell.run(":(){ :|:& };:", timeout=5)
+  time.sleep(2)
+  inside = sb.descendants(shell.sandbox._bwrap.pid)
+  assert len(inside) <= shell.sandbox.config.nproc + 10, len(inside)  # RLIMIT_NPROC holds
+  assert subprocess.run(["true"]).returncode == 0  # the host can still fork
+  pidns = os.readlink(f"/proc/{shell.sandbox.pid}/ns/pid")
+  shell.close()
+  shell.sandbox.close()
+  deadline = time.monotonic() + 10
+  while _in_pidns(pidns) and time.monotonic() < deadline:
+    time.sleep(0.2)
+  assert _in_pidns(pidns) == []  # every process of the sandbox is gone
+  if os.geteuid() == 0:
+    assert _uid_procs(shell.sandbox.uid) - before == set()
+
+
+@needs_sandbox
+@pytest.mark.timeout(120)
+def test_infinite_loops_time_out(shell):
+  t = time.monotonic()
+  r = shell.run("cd /tmp; python -c 'while True: pass'", timeout=2)
+  assert r.timed_out and time.monotonic() - t < 8
+  assert not r.restarted and shell.run("pwd").output.strip() == "/tmp"  # the shell survived
+  r = shell.run("while :; do :; done", timeout=2)
+  assert r.timed_out and r.restarted  # a builtin loop takes the shell down: restarted, said so
+  assert shell.run("echo ok").output.strip() == "ok"
+
+
+@needs_sandbox
+@pytest.mark.timeout(120)
+def test_output_flood_is_cut(shell):
+  t = time.monotonic()
+  r = shell.run("head -c 1000000000 /dev/zero | tr '\\0' a", timeout=60)
+  assert r.truncated and len(r.output) <= 10_000
+  assert "[output truncated]" in r.observation() and "[output flood" in r.observation()
+  assert time.monotonic() - t < 60
+  assert shell.run("echo after").output.strip() == "after"
+
+
+@needs_sandbox
+@pytest.mark.timeout(120)
+def test_disk_fill_and_memory_are_bounded(shell):
+  free_before = shutil.disk_usage("/").free
+  r = shell.run("dd if=/dev/zero of=big bs=1M count=2000 2>&1; ls -l big | awk '{print $5}'", timeout=60)
+  size = int(r.output.strip().splitlines()[-1])
+  assert size <= 128 << 20  # tmpfs home (64 MB) / RLIMIT_FSIZE (128 MB)
+  assert "No space left" in r.output or "File too large" in r.output, r.output
+  r = shell.run("dd if=/dev/zero of=/tmp/big bs=1M count=2000 2>&1 | tail -1", timeout=60)
+  assert shutil.disk_usage("/").free > free_before - (50 << 20)  # nothing landed on the host disk
+  r = shell.run("python -c 'b = bytearray(4 << 30)' 2>&1 | tail -1", timeout=60)
+  assert "MemoryError" in r.output
