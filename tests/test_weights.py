@@ -189,10 +189,15 @@ def test_loaded_values_follow_the_transforms(tmp_path):
                                 arrays["model.embed_tokens.weight"])
 
 
-@pytest.mark.parametrize("mesh_shape", [dict(fsdp=8), dict(data=2, fsdp=2, tensor=2)])
-def test_loaded_arrays_carry_the_rules_sharding(tmp_path, mesh_shape):
-  cfg = Qwen3Config(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=4,
-                    num_key_value_heads=2, head_dim=8, intermediate_size=32)
+SHARD_QWEN = Qwen3Config(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=8, intermediate_size=32)
+
+
+@pytest.mark.parametrize("mesh_shape,cfg", [
+    (dict(fsdp=8), SHARD_QWEN), (dict(data=2, fsdp=2, tensor=2), SHARD_QWEN),
+    (dict(data=2, fsdp=2, tensor=2), "mage_vl")], ids=["fsdp8", "d2f2t2", "mage_vl_d2f2t2"])
+def test_loaded_arrays_carry_the_rules_sharding(tmp_path, mesh_shape, cfg):
+  cfg = TINY_MAGE_VL if cfg == "mage_vl" else cfg
   arrays = write_random_hf(tmp_path, cfg)
   mesh = sharding.make_mesh(mesh_shape)
   _, (graphdef, state) = hf.load_hf(str(tmp_path), mesh=mesh, return_state=True)
@@ -377,3 +382,33 @@ def test_python_api_mage_vl_with_an_image(tmp_path):
   assert out.tokens[0] == int(np.argmax(la[-1]))      # greedy first token = forward's argmax
   policy.save(str(tmp_path / "out"), dtype="float32")
   assert _tensor_bytes(tmp_path / "src") == _tensor_bytes(tmp_path / "out")
+
+
+def test_sharded_import_reads_only_each_devices_rows(tmp_path, monkeypatch):
+  """Where the sharding splits the HF tensor's dim 0 (e.g. o_proj/down_proj outputs on
+  fsdp=8), each device's callback reads only its rows; other tensors are read whole."""
+  write_random_hf(tmp_path, SHARD_QWEN)
+  reads = []
+  real_read = st.SafetensorsReader.read
+
+  def spy(self, name, rows=None):
+    out = real_read(self, name, rows)
+    reads.append((name, out.shape[0] if out.ndim else 0, self.shape(name)[0] if out.ndim else 0))
+    return out
+
+  monkeypatch.setattr(st.SafetensorsReader, "read", spy)
+  mesh = sharding.make_mesh(dict(fsdp=8))
+  _, (_, state) = hf.load_hf(str(tmp_path), mesh=mesh, return_state=True)
+  flat = {names_lib.path_str(p): v.get_value() for p, v in nnx.to_flat_state(state)}
+  by_name = {s.hf_name: s for s in names_lib.tensor_specs(SHARD_QWEN)}
+  partial = set()
+  for name, got_rows, total_rows in reads:
+    arr = flat[by_name[name].path]
+    rows_dim = 0 if by_name[name].transform == "none" else arr.ndim - 1
+    split = arr.sharding.shard_shape(arr.shape)[rows_dim] < arr.shape[rows_dim]
+    if split:
+      assert got_rows < total_rows, (name, got_rows, total_rows)
+      partial.add(name)
+    else:
+      assert got_rows == total_rows, name
+  assert len(partial) >= 2, partial  # the rules do split some HF dim-0 axes on this mesh
