@@ -175,6 +175,11 @@ def ref_vit(prm, rows_u8, ids, pos, cfg: MageViTConfig):
   return y @ prm["merger/fc2/kernel"] + prm["merger/fc2/bias"]
 
 
+@nnx.jit
+def run_vit(model, rows, ids, pos):
+  return model(rows, ids, pos)
+
+
 def block_order_positions(gh, gw, t=0):
   """Written here independently: 2x2 blocks row-major, row-major inside a block."""
   out = []
@@ -211,7 +216,7 @@ def packed_two_images(rng):
 def test_vit_forward_matches_numpy_reference(tiny_vit):
   cfg, model = tiny_vit
   rows, ids, pos = packed_two_images(np.random.default_rng(0))
-  out = np.asarray(jax.jit(lambda m, *a: m(*a))(model, rows, ids, pos))
+  out = np.asarray(run_vit(model, rows, ids, pos))
   assert out.shape == (2, 4, cfg.out_hidden_size) and out.dtype == np.float32
   assert np.isfinite(out).all()
   prm = np_params(model)
@@ -229,13 +234,13 @@ def test_vit_forward_matches_numpy_reference(tiny_vit):
 def test_vit_unbatched_and_float_input(tiny_vit):
   cfg, model = tiny_vit
   rows, ids, pos = packed_two_images(np.random.default_rng(1))
-  batched = np.asarray(model(rows, ids, pos))
-  single = np.asarray(model(rows[0], ids[0], pos[0]))
+  batched = np.asarray(run_vit(model, rows, ids, pos))
+  single = np.asarray(run_vit(model, rows[0], ids[0], pos[0]))
   assert single.shape == (4, cfg.out_hidden_size)
   np.testing.assert_allclose(single, batched[0], atol=1e-5)
   normed = mage_vit.normalize_patch_rows(rows)
   assert normed.dtype == np.float32 and isinstance(normed, np.ndarray)
-  np.testing.assert_allclose(np.asarray(model(normed, ids, pos)), batched, atol=1e-5)
+  np.testing.assert_allclose(np.asarray(run_vit(model, normed, ids, pos)), batched, atol=1e-5)
 
 
 def test_normalize_patch_rows_channel_layout():
@@ -257,25 +262,24 @@ def test_grid_positions_and_video_windows(tiny_vit):
   rng = np.random.default_rng(2)
   rows = rng.integers(0, 256, (24, 768), dtype=np.uint8)
   pos = mage_vit.grid_patch_positions(6, 2, 2)
-  whole = np.asarray(model(rows, ids, pos))
-  window2 = np.asarray(model(rows[16:], ids[16:], pos[16:]))
+  whole = np.asarray(run_vit(model, rows, ids, pos))
+  window2 = np.asarray(run_vit(model, rows[16:], ids[16:], pos[16:]))
   np.testing.assert_allclose(whole[4:], window2, atol=1e-5)
-  window1 = np.asarray(model(rows[:16], ids[:16], pos[:16]))
+  window1 = np.asarray(run_vit(model, rows[:16], ids[:16], pos[:16]))
   np.testing.assert_allclose(whole[:4], window1, atol=1e-5)
 
 
-@pytest.mark.parametrize("policy", ["full", "dots", "save_attn_out"])
-def test_remat_policies_same_grads(tiny_vit, policy):
+def test_remat_policies_same_grads(tiny_vit):
   cfg, model = tiny_vit
   rows, ids, pos = packed_two_images(np.random.default_rng(3))
-  remat_model = mage_vit.MageViT(
-      MageViTConfig(**TINY, remat_policy=policy), rngs=nnx.Rngs(0))
-  nnx.update(remat_model, nnx.state(model, nnx.Param))
   loss = lambda m: jnp.sum(m(rows, ids, pos)[0, :3] ** 2)
-  g_ref = jax.tree.leaves(nnx.grad(loss)(model))
-  g_remat = jax.tree.leaves(nnx.grad(loss)(remat_model))
-  for a, b in zip(g_ref, g_remat):
-    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+  grad = nnx.jit(nnx.grad(loss))
+  g_ref = jax.tree.leaves(grad(model))
+  for policy in ("full", "save_attn_out"):
+    remat_model = mage_vit.MageViT(MageViTConfig(**TINY, remat_policy=policy), rngs=nnx.Rngs(0))
+    nnx.update(remat_model, nnx.state(model, nnx.Param))
+    for a, b in zip(g_ref, jax.tree.leaves(grad(remat_model))):
+      np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
 
 
 def test_patch_count_must_be_multiple_of_four(tiny_vit):
