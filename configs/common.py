@@ -102,7 +102,7 @@ def base_config(*, name: str, stage: int, tiny: bool) -> ml_collections.ConfigDi
   # <workdir>/packed, packed from the JSONL sources when `pack_if_missing`.
   c.prep = ml_collections.ConfigDict(dict(pack_if_missing=tiny, heldout_bins=2 if tiny else 0))
   c.synth = ml_collections.ConfigDict(dict(
-      enabled=tiny, out="", seed=0, episodes=32, grounding=16, width=320, height=200))
+      enabled=tiny, out="", seed=0, episodes=32, grounding=16, width=640, height=400))
   return c
 
 

@@ -31,7 +31,7 @@ def get_config(arg: str | None = None):
     c.stages[name] = ml_collections.ConfigDict(dict(
         order=i + 1, config=path, enabled=name != "stage5_rl", overrides=""))
   c.synth = ml_collections.ConfigDict(dict(
-      enabled=arg == "tiny", seed=0, episodes=32, grounding=16, width=320, height=200))
+      enabled=arg == "tiny", seed=0, episodes=32, grounding=16, width=640, height=400))
   return c
 
 

@@ -42,14 +42,14 @@ def replicated(mesh: Mesh) -> NamedSharding:
 
 
 def batch_axes(mesh: Mesh) -> tuple[str, ...]:
-  """Mesh axes the batch dimension is split over (those present of data/fsdp)."""
-  return tuple(a for a in ("data", "fsdp") if a in mesh.axis_names and mesh.shape[a] > 1) or ()
+  """Mesh axes the batch dimension is split over (those present of data/fsdp),
+  spelled like mage_jax.data.pipeline.batch_sharding so the shardings match."""
+  return tuple(a for a in ("data", "fsdp") if a in mesh.axis_names)
 
 
 def batch_sharding(mesh: Mesh, ndim: int) -> NamedSharding:
   axes = batch_axes(mesh)
-  lead = axes if len(axes) > 1 else (axes[0] if axes else None)
-  return NamedSharding(mesh, P(lead, *([None] * (ndim - 1))))
+  return NamedSharding(mesh, P(axes if axes else None, *([None] * (ndim - 1))))
 
 
 def state_shardings(tx: optax.GradientTransformation, abstract: TrainState,

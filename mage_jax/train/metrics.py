@@ -1,0 +1,228 @@
+"""Training metrics: console progress line, JSONL + TensorBoard events, optional
+W&B, MFU per logging interval, the run manifest and the profiler window.
+
+MFU = achieved FLOPs/s ÷ (peak FLOPs/s per device × devices), reported both
+for the paper's 6·N accounting (`mfu_6n`) and with attention, head and ViT
+(`mfu_total`). The peak is `log.peak_tflops_per_device`, or measured with a
+matmul when that is 0 (the measurement is a lower bound of the true peak).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+# bf16 dense peaks (TFLOP/s per device) for known accelerators.
+KNOWN_PEAKS = {"H200": 989.0, "H100": 989.0, "B200": 2250.0, "A100": 312.0}
+
+
+def device_peak_tflops(configured: float = 0.0) -> tuple[float, str]:
+  """(peak TFLOP/s per device, how it was obtained)."""
+  if configured > 0:
+    return configured, "config"
+  kind = jax.devices()[0].device_kind
+  for name, peak in KNOWN_PEAKS.items():
+    if name in kind:
+      return peak, f"table ({kind})"
+  return measure_matmul_tflops(), f"measured matmul ({kind})"
+
+
+def measure_matmul_tflops(n: int | None = None, repeats: int = 5) -> float:
+  """Achieved TFLOP/s of an n×n fp32 (CPU) / bf16 (GPU) matmul on one device."""
+  dev = jax.devices()[0]
+  on_cpu = dev.platform == "cpu"
+  n = n or (512 if on_cpu else 8192)
+  dtype = jnp.float32 if on_cpu else jnp.bfloat16
+  a = jax.device_put(jnp.ones((n, n), dtype), dev)
+  f = jax.jit(lambda x: x @ x)
+  f(a).block_until_ready()
+  best = float("inf")
+  for _ in range(repeats):
+    t = time.perf_counter()
+    f(a).block_until_ready()
+    best = min(best, time.perf_counter() - t)
+  return 2.0 * n ** 3 / best / 1e12
+
+
+class Logger:
+  """Aggregates per-step host metrics, prints a progress line every interval and
+  writes metrics.jsonl (+ TensorBoard / W&B) on process 0."""
+
+  def __init__(self, workdir: str, *, total_steps: int, every_steps: int, peak_tflops: float,
+               num_devices: int, tensorboard: bool = True, wandb: bool = False,
+               wandb_project: str = "mage_jax", run_name: str = "", config: Any = None):
+    self.workdir = workdir
+    self.total_steps = total_steps
+    self.every = max(1, every_steps)
+    self.peak = peak_tflops * 1e12 * num_devices
+    self.primary = jax.process_index() == 0
+    self._jsonl = open(os.path.join(workdir, "metrics.jsonl"), "a") if self.primary else None
+    self._tb = None
+    if self.primary and tensorboard:
+      from tensorboardX import SummaryWriter
+      self._tb = SummaryWriter(os.path.join(workdir, "tb"))
+    self._wandb = None
+    if self.primary and wandb:
+      import wandb as wandb_lib  # optional dependency
+      self._wandb = wandb_lib.init(project=wandb_project, name=run_name,
+                                   config=config.to_dict() if hasattr(config, "to_dict") else config)
+    self._reset(time.perf_counter())
+
+  def _reset(self, now: float) -> None:
+    self._t0, self._steps, self._tokens, self._f6, self._ft = now, 0, 0.0, 0.0, 0.0
+    self._sums: dict[str, float] = {}
+
+  def step(self, step: int, metrics: dict[str, Any], flops: dict[str, float],
+           extra: dict[str, Any] | None = None) -> dict[str, float] | None:
+    """Record one finished step (metrics already on host); returns the interval summary when logged."""
+    m = {k: float(np.asarray(v)) for k, v in metrics.items()}
+    self._steps += 1
+    self._tokens += flops.get("tokens", 0.0)
+    self._f6 += flops.get("flops_6nd", 0.0)
+    self._ft += flops.get("flops_total", 0.0)
+    for k, v in m.items():
+      self._sums[k] = self._sums.get(k, 0.0) + v
+    row = {"step": step, **m, **(extra or {})}
+    if self._jsonl:
+      self._jsonl.write(json.dumps(row) + "\n")
+      self._jsonl.flush()
+    if step % self.every and step != self.total_steps:
+      return None
+    now = time.perf_counter()
+    dt = max(now - self._t0, 1e-9)
+    summary = {k: v / self._steps for k, v in self._sums.items()}
+    summary.update(
+        steps_per_s=self._steps / dt, tokens_per_s=self._tokens / dt,
+        mfu_6n=self._f6 / dt / self.peak if self.peak else 0.0,
+        mfu_total=self._ft / dt / self.peak if self.peak else 0.0,
+        **{k: v for k, v in (extra or {}).items() if isinstance(v, (int, float))})
+    eta = (self.total_steps - step) / summary["steps_per_s"] if self.total_steps else 0.0
+    print(f"step {step}/{self.total_steps} loss {summary.get('loss', float('nan')):.4f} "
+          f"acc {summary.get('accuracy', 0.0):.3f} gnorm {summary.get('grad_norm', 0.0):.3f} "
+          f"{summary['tokens_per_s']:.0f} tok/s {summary['steps_per_s']:.2f} steps/s "
+          f"MFU {100 * summary['mfu_6n']:.2f}% (6N) {100 * summary['mfu_total']:.2f}% (all) "
+          f"ETA {_fmt_time(eta)}", flush=True)
+    self.scalars(step, {f"train/{k}": v for k, v in summary.items()})
+    self._reset(now)
+    return summary
+
+  def scalars(self, step: int, values: dict[str, float]) -> None:
+    if self._tb:
+      for k, v in values.items():
+        self._tb.add_scalar(k, v, step)
+      self._tb.flush()
+    if self._wandb:
+      self._wandb.log(values, step=step)
+    if self._jsonl and any(not k.startswith("train/") for k in values):
+      self._jsonl.write(json.dumps({"step": step, **values}) + "\n")
+      self._jsonl.flush()
+
+  def close(self) -> None:
+    if self._jsonl:
+      self._jsonl.close()
+    if self._tb:
+      self._tb.close()
+    if self._wandb:
+      self._wandb.finish()
+
+
+def _fmt_time(seconds: float) -> str:
+  seconds = int(max(seconds, 0))
+  h, rem = divmod(seconds, 3600)
+  m, s = divmod(rem, 60)
+  return f"{h}:{m:02d}:{s:02d}"
+
+
+def read_metrics(workdir: str) -> list[dict]:
+  path = os.path.join(workdir, "metrics.jsonl")
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+# --- run manifest -------------------------------------------------------------------------------
+
+
+def _git_commit() -> str:
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  try:
+    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                         timeout=10)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                           capture_output=True, text=True, timeout=10).stdout.strip()
+    return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else "unknown"
+  except (OSError, subprocess.SubprocessError):
+    return "unknown"
+
+
+def _pip_freeze() -> list[str]:
+  try:
+    out = subprocess.run([sys.executable, "-m", "pip", "freeze"], capture_output=True, text=True,
+                         timeout=60)
+    return out.stdout.splitlines()
+  except (OSError, subprocess.SubprocessError):
+    return []
+
+
+def write_manifest(workdir: str, config: Any, mesh: Any, extra: dict | None = None) -> str:
+  """<workdir>/manifest.json: resolved config, git commit, pip freeze, devices and mesh."""
+  path = os.path.join(workdir, "manifest.json")
+  if jax.process_index() != 0:
+    return path
+  devices = jax.devices()
+  manifest = {
+      "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+      "argv": sys.argv,
+      "config": config.to_dict() if hasattr(config, "to_dict") else config,
+      "git_commit": _git_commit(),
+      "pip_freeze": _pip_freeze(),
+      "python": sys.version,
+      "platform": platform.platform(),
+      "jax": jax.__version__,
+      "process_count": jax.process_count(),
+      "devices": [{"id": d.id, "kind": d.device_kind, "platform": d.platform,
+                   "process": d.process_index} for d in devices],
+      "mesh": dict(mesh.shape) if mesh is not None else None,
+      **(extra or {}),
+  }
+  with open(path, "w") as f:
+    json.dump(manifest, f, indent=1, default=str)
+  return path
+
+
+class Profiler:
+  """jax.profiler trace for steps [start, stop) from a 'start:stop' string."""
+
+  def __init__(self, spec: str, logdir: str):
+    self.start = self.stop = -1
+    if spec:
+      try:
+        a, b = spec.split(":")
+        self.start, self.stop = int(a), int(b)
+      except ValueError:
+        raise ValueError(f"log.profile_steps={spec!r}: expected 'start:stop', e.g. '10:13'") from None
+      if self.stop <= self.start:
+        raise ValueError(f"log.profile_steps={spec!r}: stop must be > start")
+    self.logdir = logdir
+    self.active = False
+
+  def before_step(self, step: int) -> None:
+    if step == self.start and not self.active:
+      jax.profiler.start_trace(self.logdir)
+      self.active = True
+
+  def after_step(self, step: int, sync: Any = None) -> None:
+    if self.active and step + 1 >= self.stop:
+      if sync is not None:
+        jax.block_until_ready(sync)
+      jax.profiler.stop_trace()
+      self.active = False
