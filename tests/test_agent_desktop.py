@@ -61,7 +61,7 @@ def test_scroll():
   items = [f"row {i:02d}" for i in range(40)]
   task = package_from_dict({
       "id": "t", "kind": "gui", "instruction": "x", "checker": {"type": "file_exists", "path": "p.json"},
-      "setup": [{"type": "app", "config": {"kind": "picker", "name": "picker", "items": items, "out": "/home/user/p.json"}}']})
+      "setup": [{"type": "app", "config": {"kind": "picker", "name": "picker", "items": items, "out": "/home/user/p.json"}}]})
   try:
     env.reset(task)
     layout = lambda app: json.loads(env.read_file(f"/tmp/.mage_layout/{app}.json"))
