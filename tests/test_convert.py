@@ -48,7 +48,7 @@ def test_orbax_hf_exact(tmp_path, cfg):
   _, (_, state) = orbax_io.load_orbax(str(tmp_path / "ob"), return_state=True)
   from mage_jax.weights import hf
   _, (_, direct) = hf.load_hf(str(tmp_path / "hf"), return_state=True)
-  a, b = hf._flat_params(state), hf._flat_params(direct)
+  a, b = hf.flat_params(state), hf.flat_params(direct)
   assert set(a) == set(b)
   for p in a:
     assert np.asarray(a[p][1]).tobytes() == np.asarray(b[p][1]).tobytes(), p

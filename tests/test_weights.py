@@ -352,8 +352,8 @@ def test_mage_vl_export_layout_and_reload(tmp_path):
   # bf16 in, fp32 params, bf16 out: bit-exact; reload gives identical params.
   assert _tensor_bytes(tmp_path / "src") == _tensor_bytes(tmp_path / "out")
   _, again = hf.load_hf(str(tmp_path / "out"))
-  a = hf._flat_params(nnx.state(model, nnx.Param))
-  b = hf._flat_params(nnx.state(again, nnx.Param))
+  a = hf.flat_params(nnx.state(model, nnx.Param))
+  b = hf.flat_params(nnx.state(again, nnx.Param))
   assert set(a) == set(b)
   for p in a:
     assert np.asarray(a[p][1]).tobytes() == np.asarray(b[p][1]).tobytes(), p

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Union
+from typing import Any, Callable
 
 import jax
 import numpy as np
@@ -57,17 +57,6 @@ def read_config(path: str, **runtime) -> ModelConfig:
                    f"supported architectures: {list(supported)}")
 
 
-def with_runtime(cfg: ModelConfig, **runtime) -> ModelConfig:
-  """Copy of cfg with runtime knobs (param_dtype, compute_dtype, ...) replaced."""
-  import dataclasses
-  if not runtime:
-    return cfg
-  if isinstance(cfg, MageVLConfig):
-    return dataclasses.replace(cfg, text=dataclasses.replace(cfg.text, **runtime),
-                               vision=dataclasses.replace(cfg.vision, **runtime))
-  return dataclasses.replace(cfg, **runtime)
-
-
 def architecture(cfg: ModelConfig) -> str:
   return "MageVLForConditionalGeneration" if isinstance(cfg, MageVLConfig) else "Qwen3ForCausalLM"
 
@@ -84,7 +73,7 @@ def abstract_model(cfg: ModelConfig) -> nnx.Module:
   return nnx.eval_shape(lambda: build_model(cfg, nnx.Rngs(0)))
 
 
-def _flat_params(state: Any) -> dict[str, tuple[tuple, Any]]:
+def flat_params(state: Any) -> dict[str, tuple[tuple, Any]]:
   """'/'-path -> (path tuple, leaf value) for an nnx State or nested dict of params."""
   out = {}
   for path, leaf in nnx.to_flat_state(state) if isinstance(state, nnx.State) else _flatten(state):
@@ -102,7 +91,7 @@ def _flatten(tree: dict, prefix: tuple = ()):
       yield prefix + (k,), v
 
 
-def _check_table(specs: list[TensorSpec], flat: dict, cfg: ModelConfig) -> None:
+def check_table(specs: list[TensorSpec], flat: dict, cfg: ModelConfig) -> None:
   """The weight table and the model's params must agree exactly (a bug otherwise)."""
   table = {s.path: s.shape for s in specs}
   model = {p: tuple(v.shape) for p, (_, v) in flat.items()}
@@ -135,14 +124,14 @@ def check_checkpoint(reader: SafetensorsReader, specs: list[TensorSpec], cfg: Mo
         f"as described by its config.json:\n" + "\n".join(lines))
 
 
-def _target_shardings(abstract_state: nnx.State, mesh) -> dict[str, jax.sharding.Sharding]:
-  flat = _flat_params(abstract_state)
+def target_shardings(abstract_state: nnx.State, mesh) -> dict[str, jax.sharding.Sharding]:
+  flat = flat_params(abstract_state)
   if mesh is None:
     device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
     return {p: device for p in flat}
   from mage_jax.sharding import param_shardings
   shardings = param_shardings(abstract_state, mesh)
-  return {p: s for p, (_, s) in _flat_params(shardings).items()}
+  return {p: s for p, (_, s) in flat_params(shardings).items()}
 
 
 def _read_callback(reader: SafetensorsReader, spec: TensorSpec, dtype: np.dtype) -> Callable:
@@ -169,10 +158,10 @@ def load_hf(path: str, *, mesh: jax.sharding.Mesh | None = None, param_dtype: st
   """
   cfg = read_config(path, param_dtype=param_dtype, **runtime)
   graphdef, abstract_state = nnx.split(abstract_model(cfg))
-  flat = _flat_params(abstract_state)
+  flat = flat_params(abstract_state)
   specs = names_lib.tensor_specs(cfg)
-  _check_table(specs, flat, cfg)
-  shardings = _target_shardings(abstract_state, mesh)
+  check_table(specs, flat, cfg)
+  shardings = target_shardings(abstract_state, mesh)
   dtype = np.dtype(jax.numpy.dtype(param_dtype))
   with SafetensorsReader(path) as reader:
     check_checkpoint(reader, specs, cfg)
@@ -217,9 +206,9 @@ def save_hf(model_or_state: Any, cfg: ModelConfig, out_dir: str, *, dtype: str =
             max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES, tokenizer_dir: str | None = None,
             template_dir: str | None = None, progress: bool = False) -> list[str]:
   """Write an HF directory (weights in `dtype`, configs, tokenizer). Returns weight files."""
-  flat = _flat_params(params_of(model_or_state))
+  flat = flat_params(params_of(model_or_state))
   specs = names_lib.tensor_specs(cfg)
-  _check_table(specs, flat, cfg)
+  check_table(specs, flat, cfg)
   np_dtype = np.dtype(jax.numpy.dtype(dtype))
   by_name = {s.hf_name: s for s in specs}
 
@@ -244,5 +233,3 @@ def save_hf(model_or_state: Any, cfg: ModelConfig, out_dir: str, *, dtype: str =
     hf_layout.copy_template_files(out_dir, template_dir)
   return files
 
-
-ModelOrState = Union[nnx.Module, tuple, nnx.State, dict]

@@ -50,7 +50,7 @@ def _flat_str(tree: dict, prefix: str = "") -> dict[str, Any]:
 def save_orbax(model_or_state: Any, cfg: ModelConfig, path: str) -> None:
   """Write params + config to an Orbax checkpoint dir (overwrites)."""
   path = os.path.abspath(path)
-  flat = {p: leaf for p, (_, leaf) in hf._flat_params(hf.params_of(model_or_state)).items()}
+  flat = {p: leaf for p, (_, leaf) in hf.flat_params(hf.params_of(model_or_state)).items()}
   dtypes = {np.dtype(x.dtype).name for x in flat.values()}
   os.makedirs(path, exist_ok=True)
   with ocp.StandardCheckpointer() as ckptr:
@@ -74,10 +74,10 @@ def load_orbax(path: str, *, mesh: jax.sharding.Mesh | None = None,
   stored = json.load(open(meta_file))["param_dtype"] if os.path.exists(meta_file) else "float32"
   cfg = hf.read_config(path, param_dtype=param_dtype or stored, **runtime)
   graphdef, abstract_state = nnx.split(hf.abstract_model(cfg))
-  flat = hf._flat_params(abstract_state)
+  flat = hf.flat_params(abstract_state)
   specs = hf.names_lib.tensor_specs(cfg)
-  hf._check_table(specs, flat, cfg)
-  shardings = hf._target_shardings(abstract_state, mesh)
+  hf.check_table(specs, flat, cfg)
+  shardings = hf.target_shardings(abstract_state, mesh)
   target = _nested_str({p: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings[p])
                         for p, (_, leaf) in flat.items()})
   with ocp.StandardCheckpointer() as ckptr:
