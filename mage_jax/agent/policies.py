@@ -63,6 +63,8 @@ def prompt_to_messages(prompt_text: str, images: Sequence[np.ndarray]) -> list[d
       if piece:
         parts.append({"type": "text", "text": piece})
       if j < len(pieces) - 1:
+        if k >= len(images):
+          raise ValueError(f"prompt has more image blocks than the {len(images)} images given")
         parts.append({"type": "image_url", "image_url": {"url": _png_data_url(images[k])}})
         k += 1
     if all(p["type"] == "text" for p in parts):

@@ -134,7 +134,7 @@ class RemoteEnv(Env):
       if sep:
         self.cwd, out = tail.strip() or self.cwd, head
       self.terminal_outputs.append(out)
-      text = out[:self.max_output] + ("\n[output truncated]" if len(out) > self.max_output else "")
+      text = out[:self.max_output].rstrip("\n") + ("\n[output truncated]" if len(out) > self.max_output else "")
       rc = resp.get("returncode")
       if rc not in (0, None):
         text += f"\n[exit code {rc}]"

@@ -40,7 +40,7 @@ class ShellResult:
 
   def observation(self) -> str:
     """The text the policy sees."""
-    text = self.output
+    text = self.output.rstrip("\n")
     if self.truncated:
       text += "\n[output truncated]"
     if self.flooded:

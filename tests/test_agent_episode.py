@@ -1,0 +1,219 @@
+"""Episode loop, policies (scripted, OpenAI-compatible over loopback, in-process checkpoint), slots,
+evaluation and launch.eval."""
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from mage_jax.agent import evaluation, tools
+from mage_jax.agent.env import Env, Observation
+from mage_jax.agent.episode import EpisodeConfig, PolicyOutput, run_episode
+from mage_jax.agent.policies import OpenAIChatPolicy, ScriptedPolicy, prompt_to_messages
+from mage_jax.agent.slots import Job, LocalSlotPool
+from mage_jax.agent.tasks.builtin import builtin_packages
+from mage_jax.data import trajectory as tr
+from tests._agent_helpers import local_env, needs_sandbox
+
+TASKS = {p.id: p for p in builtin_packages()}
+
+
+class FakeOpenAI:
+  """A loopback OpenAI-compatible server that answers like vLLM with return_token_ids + logprobs."""
+
+  def __init__(self, replies):
+    self.replies, self.requests = list(replies), []
+    outer = self
+
+    class H(BaseHTTPRequestHandler):
+      def log_message(self, *a):
+        pass
+
+      def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        outer.requests.append((self.path, body))
+        text = outer.replies.pop(0)
+        ids = list(range(100, 100 + len(text) // 4 + 1))
+        resp = {"id": "x", "object": "chat.completion", "prompt_token_ids": [1, 2, 3],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                             "token_ids": ids, "finish_reason": "stop",
+                             "logprobs": {"content": [{"token": str(i), "logprob": -0.5} for i in ids]}}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": len(ids)}}
+        data = json.dumps(resp).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+    threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+  def close(self):
+    self.httpd.shutdown()
+    self.httpd.server_close()
+
+
+def test_prompt_to_messages_splits_turns_and_images():
+  img = np.zeros((32, 32, 3), np.uint8)
+  text = ("<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\ntask\n\n<|vision_start|><|image_pad|><|image_pad|>"
+          "<|vision_end|><|im_end|>\n<|im_start|>assistant\n")
+  msgs = prompt_to_messages(text, [img])
+  assert [m["role"] for m in msgs] == ["system", "user"]
+  assert msgs[0]["content"] == "sys"
+  assert msgs[1]["content"][0] == {"type": "text", "text": "task\n\n"}
+  assert msgs[1]["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
+  with pytest.raises(ValueError):
+    prompt_to_messages(text, [])
+
+
+@needs_sandbox
+@pytest.mark.timeout(180)
+def test_openai_policy_records_ids_logprobs_and_counts_parse_errors(tmp_path):
+  good_bash = tools.format_response("Compute it.", "Multiply in the shell", "bash", {"command": "echo $((37*43))"})
+  done = tools.format_response("Done.", "Finish", "computer_use", {"action": "terminate", "status": "success"})
+  server = FakeOpenAI(["I will just answer 1591.", good_bash + "\nextra", good_bash, done])
+  try:
+    policy = OpenAIChatPolicy(server.url, "mage", max_tokens=64)
+    env = local_env()
+    try:
+      res = run_episode(env, TASKS["term_multiply"], policy, EpisodeConfig(out_dir=str(tmp_path)))
+    finally:
+      env.close()
+  finally:
+    server.close()
+  assert res.status == "terminated" and res.score == 1.0
+  assert res.parse_errors == {"no_tool_call": 1, "text_after_call": 1}
+  assert res.model_calls == 4 and res.steps == 2 and res.terminal_actions == 1
+  assert res.records[0]["raw"] == "I will just answer 1591."
+  rec = res.records[2]
+  assert rec["prompt_ids"] == [1, 2, 3] and rec["logprobs"] == [-0.5] * len(rec["completion_ids"])
+  assert res.output_tokens == sum(len(r["completion_ids"]) for r in res.records)
+  path, body = server.requests[2]
+  assert path == "/v1/chat/completions" and body["logprobs"] and body["return_token_ids"]
+  roles = [m["role"] for m in body["messages"]]
+  assert roles[:2] == ["system", "user"] and "computer_use" in body["messages"][0]["content"]
+  # the parse error was shown to the policy in its next prompt
+  assert "Error (no_tool_call)" in json.dumps(server.requests[1][1]["messages"])
+  # the episode is valid trajectory data (invalid turns are not steps)
+  ep = tr.episode_from_dict(tr.episode_to_dict(res.episode))
+  assert [s.tool_call.name for s in ep.steps] == ["bash", "computer_use"]
+  assert "1591" in ep.steps[1].observation.text
+
+
+@needs_sandbox
+@pytest.mark.timeout(180)
+def test_gui_prompt_carries_screenshots_and_budget(tmp_path):
+  wait = tools.format_response("Look.", "Wait", "computer_use", {"action": "wait", "time": 0})
+  server = FakeOpenAI([wait] * 3)
+  try:
+    env = local_env()
+    try:
+      res = run_episode(env, TASKS["gui_click_red"], OpenAIChatPolicy(server.url, "mage"),
+                        EpisodeConfig(max_steps=3, out_dir=str(tmp_path)))
+    finally:
+      env.close()
+  finally:
+    server.close()
+  assert res.status == "budget" and res.steps == 3 and res.score == 0.0 and res.gui_actions == 3
+  n_images = [json.dumps(b["messages"]).count('"type": "image_url"') for _, b in server.requests]
+  assert n_images == [1, 2, 3]  # o_1..o_t, at most visual_turns=3
+
+
+class CrashingEnv(Env):
+  def reset(self, task):
+    raise RuntimeError("X server died")
+
+  def step(self, name, arguments):
+    return Observation()
+
+  def screenshot(self):
+    return None
+
+  def score(self):
+    return 0.0
+
+  def close(self):
+    pass
+
+
+@needs_sandbox
+@pytest.mark.timeout(180)
+def test_slot_crash_is_env_error_and_slot_restarts(tmp_path):
+  made = []
+
+  def factory():
+    made.append(1)
+    return CrashingEnv() if len(made) == 1 else local_env()
+  pool = LocalSlotPool(factory, EpisodeConfig(out_dir=str(tmp_path)), num_slots=1)
+  task = TASKS["term_hello_file"]
+  try:
+    results = list(pool.run([Job(task, ScriptedPolicy(), "a"), Job(task, ScriptedPolicy(), "b")]))
+  finally:
+    pool.close()
+  assert [r.status for r in results] == ["env_error", "terminated"]
+  assert "X server died" in results[0].error and not results[0].success
+  assert results[1].success and pool.restarts == 1
+  rows = evaluation.summarize(results)
+  assert rows[-1]["env_errors"] == 1 and rows[-1]["success_rate"] == 1.0  # env errors are not policy failures
+
+
+@needs_sandbox
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_scripted_reference_policy_solves_every_builtin_task(tmp_path):
+  pool = LocalSlotPool(local_env, EpisodeConfig(out_dir=str(tmp_path / "shots")), num_slots=3)
+  try:
+    results = evaluation.evaluate(list(TASKS.values()), lambda t: ScriptedPolicy(), pool)
+  finally:
+    pool.close()
+  failed = [(r.task_id, r.status, r.score, r.error) for r in results if not r.success]
+  assert not failed
+  rows = evaluation.summarize(results)
+  print("\n" + evaluation.format_table(rows))
+  by = {r["group"]: r for r in rows}
+  assert by["terminal"]["gui_share"] == 0.0 and by["gui"]["terminal_share"] == 0.0
+  assert 0 < by["hybrid"]["gui_share"] < 1
+  paths = evaluation.write_results(str(tmp_path), results, rows)
+  report = tr.ReadReport()
+  eps = list(tr.read_all([paths["episodes"]], report=report))
+  assert len(eps) == len(TASKS) and not report.skipped
+
+
+@pytest.mark.timeout(300)
+def test_checkpoint_policy_runs_generate_on_the_rendered_prompt(tmp_path):
+  import jax
+  from flax import nnx
+  from mage_jax import api
+  from mage_jax.agent.episode import PolicyRequest, render_prompt, renderer_for
+  from mage_jax.agent.policies import CheckpointPolicy
+  from mage_jax.models.config import Qwen3Config
+  from mage_jax.models.qwen3 import Qwen3ForCausalLM
+  cfg = Qwen3Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                    head_dim=16, intermediate_size=64)
+  policy = api.Policy(cfg=cfg, model=Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0)))
+  task = TASKS["term_hello_file"]
+  ep = tr.Episode(id="e", instruction=task.instruction, steps=[tr.Step(
+      tr.Observation(text="ready"), "", "", tr.ToolCall("computer_use", {"action": "wait", "time": 1}))])
+  prompt, images = render_prompt(renderer_for(EpisodeConfig()), ep, 1)
+  out = CheckpointPolicy(policy, max_new_tokens=4).act(PolicyRequest(task, 1, ep, prompt, images, lambda a: a))
+  assert out.prompt_ids == [int(i) for i in prompt] and len(out.completion_ids) == len(out.logprobs) <= 4
+  assert all(lp <= 0 for lp in out.logprobs)
+  ref = policy.generate(prompt, 4)
+  assert out.completion_ids == [int(i) for i in ref.tokens]  # greedy: same tokens as api.generate
+
+
+@needs_sandbox
+@pytest.mark.timeout(300)
+def test_launch_eval_smoke(tmp_path):
+  r = subprocess.run([sys.executable, "-m", "launch.eval", "--config=configs/eval.py:scripted,tiny",
+                      f"--workdir={tmp_path}", "--config.env.width=800", "--config.env.height=600"],
+                     capture_output=True, text=True, timeout=280)
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert "| all | 3 | 0 | 100.0% |" in r.stdout
+  res = json.loads((tmp_path / "results.json").read_text())
+  assert res["summary"][-1]["success_rate"] == 1.0 and len(res["episodes"]) == 3
