@@ -83,10 +83,16 @@ def _xla_attention(q, k, v, q_seg, kv_seg, causal, q_pos, kv_pos, scale, q_chunk
       q_pos = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
     if kv_pos is None:
       kv_pos = jnp.broadcast_to(jnp.arange(s, dtype=jnp.int32), (b, s))
-  if q_chunk is None or t <= q_chunk or t % q_chunk:
+  if q_chunk is None or t <= q_chunk:
     return _xla_block(q, k, v, q_seg, kv_seg, q_pos, kv_pos, causal=causal, scale=scale)
   # Chunk over queries; each chunk recomputed in backward so only O(chunk*S) is live.
-  n = t // q_chunk
+  # Pad queries to a multiple of the chunk with segment 0 (those rows come out zero).
+  pad = (-t) % q_chunk
+  if pad:
+    q = jnp.pad(q, ((0, 0), (0, pad), (0, 0), (0, 0)))
+    q_seg = jnp.pad(q_seg, ((0, 0), (0, pad)))
+    q_pos = None if q_pos is None else jnp.pad(q_pos, ((0, 0), (0, pad)))
+  n = (t + pad) // q_chunk
   split = lambda x: None if x is None else jnp.moveaxis(
       x.reshape(b, n, q_chunk, *x.shape[2:]), 1, 0)
   block = jax.checkpoint(functools.partial(_xla_block, causal=causal, scale=scale))
@@ -97,7 +103,7 @@ def _xla_attention(q, k, v, q_seg, kv_seg, causal, q_pos, kv_pos, scale, q_chunk
     return None, block(qc, k, v, sc, kv_seg, pc, kv_pos)
 
   _, out = jax.lax.scan(body, None, (qs, segs, poss) if causal else (qs, segs, segs))
-  return jnp.moveaxis(out, 0, 1).reshape(b, t, hq, d)
+  return jnp.moveaxis(out, 0, 1).reshape(b, t + pad, hq, d)[:, :t]
 
 
 def _xla_block(q, k, v, q_seg, kv_seg, q_pos, kv_pos, *, causal: bool, scale: float):
