@@ -44,7 +44,8 @@ def normalize_patch_rows(rows, num_channels: int = 3):
   """uint8 (0..255) patch rows [..., C*P*P] -> fp32 (x - 255*mean) / (255*std).
 
   Works on NumPy arrays (data path, stays NumPy) and JAX arrays (in the model).
-  This operation order matches the reference processors bit for bit.
+  This operation order is the one DESIGN.md prescribes (said to match the reference
+  processors bit for bit; not verified here against a reference processor).
   """
   xp = np if isinstance(rows, np.ndarray) else jnp
   mean, std = _column_constants(rows.shape[-1], num_channels)
