@@ -143,12 +143,16 @@ def assemble_from_parts(tokens: np.ndarray, label_mask: np.ndarray, seg_lens: np
                         seg_sources: np.ndarray, patches: np.ndarray,
                         patch_positions: np.ndarray, image_patches: np.ndarray,
                         seq_len: int, patch_budget: int,
-                        out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+                        out: dict[str, np.ndarray] | None = None,
+                        image_refs: np.ndarray | None = None) -> dict[str, np.ndarray]:
   """Fixed-shape bin from concatenated segment parts (vectorised; also the record decoder).
 
   tokens/label_mask: the segments' tokens and Sample loss masks, concatenated.
   out: zeroed rows to fill in place (a batch row from `empty_bins`); patch padding is
   left untouched, so it must already be zero.
+  image_refs: deduplicated records (data/records.py): patches/patch_positions/
+  image_patches then hold each distinct image once, and image_refs[k] is the
+  distinct image shown as the bin's k-th image.
   """
   if out is None:
     out = {k: v[0] for k, v in empty_bins(1, seq_len, patch_budget).items()}
@@ -173,12 +177,23 @@ def assemble_from_parts(tokens: np.ndarray, label_mask: np.ndarray, seg_lens: np
   out["positions"][n:] = 0
   out["source_ids"][:n] = np.repeat(seg_sources.astype(np.int32), seg_lens)
   out["source_ids"][n:] = -1
-  p = int(patches.shape[0])
-  out["patches"][:p] = patches
+  if image_refs is None:
+    p = int(patches.shape[0])
+    out["patches"][:p] = patches
+    out["patch_positions"][:p] = patch_positions
+  else:  # one slice copy per image occurrence (a dozen per full-size bin)
+    image_starts = np.zeros(len(image_patches), np.int64)
+    np.cumsum(image_patches[:-1], out=image_starts[1:])
+    refs = np.asarray(image_refs, np.int64)
+    image_patches = np.asarray(image_patches)[refs]
+    p = 0
+    for s, n in zip(image_starts[refs].tolist(), image_patches.tolist()):
+      out["patches"][p:p + n] = patches[s:s + n]
+      out["patch_positions"][p:p + n] = patch_positions[s:s + n]
+      p += n
   out["patch_image_ids"][:p] = np.repeat(np.arange(1, len(image_patches) + 1, dtype=np.int32),
                                          image_patches)
   out["patch_image_ids"][p:] = 0
-  out["patch_positions"][:p] = patch_positions
   out["patch_positions"][p:] = 0
   return out
 

@@ -244,24 +244,43 @@ def measure_read_throughput(shard_dir: str, batch_size: int = 4, num_batches: in
 
 def write_stage4_like_shards(directory: str, num_bins: int = 32, seed: int = 0,
                              seq_len: int = 32_768, patch_budget: int = 98_304,
-                             records_per_shard: int = 16) -> list[str]:
-  """Shards of realistic size for `measure_read_throughput`: stage-4-like lengths and image patches."""
+                             records_per_shard: int = 16, screenshots: str = "distinct",
+                             dedup: bool = True) -> list[str]:
+  """Shards of realistic size for `measure_read_throughput`: stage-4-like lengths and image patches.
+
+  screenshots: "distinct" -- every image in a bin differs (nothing to deduplicate: the
+  conservative case); "consecutive" -- a bin's samples are consecutive steps of one
+  episode, sample j showing screenshots j .. j+k-1, so neighbours share k-1 (the best
+  case for records' image dedup); "identical" -- one image everywhere.
+  dedup: write deduplicated records (format 2) or every occurrence (format 1).
+  """
   from mage_jax.data.packing import (PATCH_DIM, PackedBin, Segment, best_fit_decreasing,
                                      stage4_like_lengths, STAGE4_IMAGE_TOKENS)
+  modes = ("distinct", "consecutive", "identical")
+  if screenshots not in modes:
+    raise ValueError(f"screenshots={screenshots!r}: expected one of {modes}")
   rng = np.random.default_rng(seed)
   lengths, patches = stage4_like_lengths(num_bins * 5, seed)
   groups = best_fit_decreasing(lengths, patches, seq_len, patch_budget)[:num_bins]
   per_image = STAGE4_IMAGE_TOKENS * 4
-  image_rows = rng.integers(0, 256, (per_image, PATCH_DIM), dtype=np.uint8)
+  one_image = rng.integers(0, 256, (per_image, PATCH_DIM), dtype=np.uint8)
   image_pos = np.zeros((per_image, 3), np.int32)
 
-  def segment(i: int) -> Segment:
+  def segment(i: int, shots: list[np.ndarray]) -> Segment:
     n = int(lengths[i])
-    k = int(patches[i]) // per_image
     return Segment(tokens=rng.integers(0, 150_000, n, dtype=np.int32),
                    loss_mask=rng.random(n) < 0.3,
-                   patches=np.concatenate([image_rows] * k), patch_positions=np.concatenate([image_pos] * k),
-                   image_patches=[per_image] * k, source_id=0, meta={"episode_id": f"bench-{i}"})
+                   patches=np.concatenate(shots), patch_positions=np.concatenate([image_pos] * len(shots)),
+                   image_patches=[per_image] * len(shots), source_id=0, meta={"episode_id": f"bench-{i}"})
 
-  bins = (PackedBin([segment(i) for i in g]) for g in groups)
-  return records.write_bins(bins, directory, seq_len, patch_budget, records_per_shard)
+  def packed(g: list[int]) -> PackedBin:
+    ks = [int(patches[i]) // per_image for i in g]
+    if screenshots == "identical":
+      return PackedBin([segment(i, [one_image] * k) for i, k in zip(g, ks)])
+    num = sum(ks) if screenshots == "distinct" else len(g) - 1 + max(ks)
+    pool = [rng.integers(0, 256, (per_image, PATCH_DIM), dtype=np.uint8) for _ in range(num)]
+    first = np.cumsum([0] + ks[:-1]) if screenshots == "distinct" else range(len(g))
+    return PackedBin([segment(i, pool[f:f + k]) for i, k, f in zip(g, ks, first)])
+
+  bins = (packed(g) for g in groups)
+  return records.write_bins(bins, directory, seq_len, patch_budget, records_per_shard, dedup)

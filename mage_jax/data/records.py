@@ -6,14 +6,25 @@ rows and their positions, and patches per image. `decode_bin` rebuilds the
 fixed-shape row of docs/ARCHITECTURE.md with `packing.assemble_from_parts`, so
 a 32,768-slot bin with few images is a few hundred KB on disk, not 75 MB.
 
+Image deduplication (format version 2, the default): consecutive steps of one
+episode show the same screenshots (o_{t-1} and o_t of step t are o_{t-2} and
+o_{t-1} of step t+1), so when they share a bin each distinct image -- the same
+patch rows *and* (t, h, w) positions -- is stored once, and `image_refs` lists,
+per image occurrence in bin order, which distinct image it is. Decoding copies
+each occurrence into place, so the decoded bin is byte-identical to the
+version-1 encoding (every occurrence stored; still written with dedup=False and
+still read).
+
 Record layout (little-endian):
   b"MGB1" | uint32 header length | header JSON (utf-8) | pad to 8 | buffers
-The header lists each buffer's name, dtype, shape and offset, plus seq_len,
-patch_budget and the per-segment metadata (episode id, step, stage, source).
+The header lists each buffer's name, dtype, shape and offset, plus the format
+`version` (absent = 1), seq_len, patch_budget and the per-segment metadata
+(episode id, step, stage, source).
 """
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import struct
@@ -25,6 +36,7 @@ from array_record.python.array_record_module import ArrayRecordReader, ArrayReco
 from mage_jax.data.packing import PackedBin, assemble_from_parts, concat_segments
 
 MAGIC = b"MGB1"
+FORMAT_VERSION = 2  # 1: every image occurrence stored; 2: distinct images + image_refs
 SHARD_SUFFIX = ".array_record"
 # group_size:1 keeps random access (shuffled reads) to one record per read.
 WRITER_OPTIONS = "group_size:1"
@@ -35,8 +47,49 @@ def _json_safe(meta: dict) -> dict:
           for k, v in meta.items()}
 
 
-def encode_bin(b: PackedBin, seq_len: int, patch_budget: int) -> bytes:
+def dedup_images(parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+  """Compact parts (`concat_segments`) -> parts storing each distinct image once, plus image_refs.
+
+  Two occurrences are the same image when their patch rows and (t, h, w) positions are
+  equal (a hash picks the candidate, `np.array_equal` confirms it: never a false merge).
+  """
+  patches, positions = parts["patches"], parts["patch_positions"]
+  counts = np.asarray(parts["image_patches"], np.int64)
+  starts = np.zeros(len(counts), np.int64)
+  np.cumsum(counts[:-1], out=starts[1:])
+  buckets: dict[bytes, list[int]] = {}
+  kept: list[int] = []        # occurrence index of each distinct image
+  refs = np.empty(len(counts), np.int32)
+  for i, (s, n) in enumerate(zip(starts.tolist(), counts.tolist())):
+    rows, pos = patches[s:s + n], positions[s:s + n]
+    h = hashlib.sha256(np.ascontiguousarray(pos))
+    h.update(np.ascontiguousarray(rows))
+    candidates = buckets.setdefault(h.digest(), [])
+    for u in candidates:
+      k = kept[u]
+      if (counts[k] == n and np.array_equal(patches[starts[k]:starts[k] + n], rows)
+          and np.array_equal(positions[starts[k]:starts[k] + n], pos)):
+        refs[i] = u
+        break
+    else:
+      candidates.append(len(kept))
+      refs[i] = len(kept)
+      kept.append(i)
+  out = dict(parts)
+  if len(kept) < len(counts):  # else the occurrence arrays already are the distinct ones
+    out["patches"] = np.concatenate([patches[starts[k]:starts[k] + counts[k]] for k in kept])
+    out["patch_positions"] = np.concatenate(
+        [positions[starts[k]:starts[k] + counts[k]] for k in kept])
+    out["image_patches"] = counts[kept]
+  out["image_refs"] = refs
+  return out
+
+
+def encode_bin(b: PackedBin, seq_len: int, patch_budget: int, dedup: bool = True) -> bytes:
+  """A bin's record; dedup=False writes format version 1 (every image occurrence stored)."""
   parts = concat_segments(b.segments)
+  if dedup:
+    parts = dedup_images(parts)
   buffers, offset, entries = [], 0, []
   for name, arr in parts.items():
     arr = np.ascontiguousarray(arr)
@@ -47,7 +100,8 @@ def encode_bin(b: PackedBin, seq_len: int, patch_budget: int) -> bytes:
     if pad:
       buffers.append(b"\0" * pad)
       offset += pad
-  header = json.dumps(dict(seq_len=seq_len, patch_budget=patch_budget, buffers=entries,
+  header = json.dumps(dict(version=FORMAT_VERSION if dedup else 1, seq_len=seq_len,
+                           patch_budget=patch_budget, buffers=entries,
                            segments=[_json_safe(s.meta) for s in b.segments]),
                       separators=(",", ":")).encode()
   head = MAGIC + struct.pack("<I", len(header)) + header
@@ -61,12 +115,17 @@ def decode_parts(record: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     raise ValueError(f"not a packed-bin record (magic {record[:4]!r})")
   (hlen,) = struct.unpack_from("<I", record, 4)
   header = json.loads(record[8:8 + hlen])
+  version = header.get("version", 1)
+  if version not in (1, 2):
+    raise ValueError(f"packed-bin record format version {version}; this reader knows 1 and 2")
   base = 8 + hlen + ((-(8 + hlen)) % 8)
   parts = {}
   for e in header["buffers"]:
     dtype = np.dtype(e["dtype"])
     count = int(np.prod(e["shape"], dtype=np.int64))
     parts[e["name"]] = np.frombuffer(record, dtype, count, base + e["offset"]).reshape(e["shape"])
+  if version == 2 and "image_refs" not in parts:
+    raise ValueError("packed-bin record version 2 without an image_refs buffer")
   return header, parts
 
 
@@ -125,10 +184,10 @@ class ShardWriter:
 
 
 def write_bins(bins: Iterable[PackedBin], directory: str, seq_len: int, patch_budget: int,
-               records_per_shard: int = 256) -> list[str]:
+               records_per_shard: int = 256, dedup: bool = True) -> list[str]:
   with ShardWriter(directory, records_per_shard) as w:
     for b in bins:
-      w.write(encode_bin(b, seq_len, patch_budget))
+      w.write(encode_bin(b, seq_len, patch_budget, dedup))
   return w.paths
 
 
