@@ -224,8 +224,10 @@ def _default_action(instruction: str, click: str) -> str:
 
 
 def grounding_episode(record: Any, root: str = "", *, episode_id: str = "",
-                      tool_names: tuple[str, ...] = tools.TOOL_NAMES) -> tr.Episode:
-  """{image, instruction, point | box, [coord_space, action, think, click, id]} -> 1-step Episode."""
+                      tool_names: tuple[str, ...] = tools.TOOL_NAMES, source: str | None = None,
+                      stage: int | None = None) -> tr.Episode:
+  """{image, instruction, point | box, [coord_space, action, think, click, id, source, stage]}
+  -> 1-step Episode. source/stage: defaults for records without them ("grounding", 1)."""
   if not isinstance(record, dict):
     raise _bad("expected a JSON object")
   image, instruction = record.get("image"), record.get("instruction")
@@ -263,8 +265,9 @@ def grounding_episode(record: Any, root: str = "", *, episode_id: str = "",
           "box_999": None if box is None else _to_999(box[0], box[1], space, w, h)
           + _to_999(box[2], box[3], space, w, h)}
   d = {"id": record.get("id") or episode_id, "instruction": instruction.strip(),
-       "tools": list(tool_names), "screen_size": [w, h], "source": record.get("source", "grounding"),
-       "stage": record.get("stage", 1), "meta": {"grounding": meta},
+       "tools": list(tool_names), "screen_size": [w, h],
+       "source": record.get("source", "grounding" if source is None else source),
+       "stage": record.get("stage", 1 if stage is None else stage), "meta": {"grounding": meta},
        "steps": [{"observation": {"screenshot": image, "text": None},
                   "think": record.get("think", ""),
                   "action": record.get("action") or _default_action(instruction, click),
@@ -304,6 +307,10 @@ def read_messages_file(path: str, image_root: str | None = None, *, source: str 
   return _read_records(path, episode_from_messages, image_root, source=source, stage=stage)
 
 
-def read_grounding_file(path: str, image_root: str | None = None) -> Iterator[tr.Episode | tr.SkippedItem]:
-  """JSONL of grounding records; images resolve against `image_root` (default: the file's folder)."""
-  return _read_records(path, grounding_episode, image_root)
+def read_grounding_file(path: str, image_root: str | None = None, *, source: str | None = None,
+                        stage: int | None = None) -> Iterator[tr.Episode | tr.SkippedItem]:
+  """JSONL of grounding records; images resolve against `image_root` (default: the file's folder).
+
+  source/stage: defaults for records without them (None: "grounding", stage 1).
+  """
+  return _read_records(path, grounding_episode, image_root, source=source, stage=stage)
