@@ -153,3 +153,15 @@ def test_count_mismatch_under_jit_is_finite(model):
   embeds = jax.jit(lambda m, t, v: m.embed_inputs(t, **v))(
       model, batch["tokens"], dict(vision_args(batch), patch_image_ids=ids))
   assert np.isfinite(np.asarray(embeds)).all()
+
+
+def test_generate_checks_counts_before_jit(model):
+  """generate() jits its prefill, so it must run the host-side count check first."""
+  batch, (n1, _) = build_batch(np.random.default_rng(5))
+  prompt = batch["tokens"][2:3, :n1].copy()
+  prompt[0, np.nonzero(prompt[0] == IMAGE_PAD_ID)[0][0]] = 11
+  vis = {k: v[2:3] for k, v in vision_args(batch).items()}
+  with pytest.raises(ValueError, match="image token count mismatch"):
+    generate(model, prompt, 2, greedy=True, **vis)
+  with pytest.raises(ValueError, match="image token count mismatch"):
+    generate(nnx.split(model), prompt, 2, greedy=True, **vis)

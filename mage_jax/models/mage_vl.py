@@ -138,6 +138,12 @@ class MageVL(nnx.Module):
                    merge_group=self.cfg.vision.spatial_merge_size ** 2)
     return self._embed(tokens, patch_rows, patch_image_ids, patch_positions)
 
+  def validate_inputs(self, tokens, patch_rows=None, patch_image_ids=None,
+                      patch_positions=None) -> None:
+    """Host-side count check for callers that are about to jit (e.g. `generate`)."""
+    check_inputs(tokens, patch_image_ids, image_token_id=self.cfg.image_token_id,
+                 merge_group=self.cfg.vision.spatial_merge_size ** 2)
+
   def decode(self, embeds, positions, segment_ids, cache: KVCache):
     return self.language_model(embeds, positions, segment_ids, cache)
 

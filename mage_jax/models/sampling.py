@@ -161,6 +161,12 @@ def generate(model: Any, prompt_tokens, max_new_tokens: int, *, prompt_lengths=N
   `embed_inputs` at prefill. Runs as one jitted prefill + scan of decode steps.
   """
   graphdef, state = model if isinstance(model, tuple) else nnx.split(model)
+  if vision_inputs.get("patch_image_ids") is not None:
+    # Inside the jitted prefill a token/image count mismatch can't raise; check here.
+    module = nnx.merge(graphdef, state) if isinstance(model, tuple) else model
+    validate = getattr(module, "validate_inputs", None)
+    if validate is not None:
+      validate(prompt_tokens, **vision_inputs)
   prompt_tokens = jnp.asarray(prompt_tokens, jnp.int32)
   if prompt_lengths is None:
     prompt_lengths = jnp.full((prompt_tokens.shape[0],), prompt_tokens.shape[1], jnp.int32)
