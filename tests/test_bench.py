@@ -1,0 +1,198 @@
+"""Benchmark suite: its pieces run on tiny configs and produce well-formed figures.
+
+No timed assertions (this machine is shared and noisy): we check that figures
+are finite and positive, that FLOP accounting matches the models' real
+parameter counts, and that the GPU suite imports only jax/flax/optax/numpy and
+runs end to end on CPU.
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from mage_jax.bench import flops as flops_lib
+from mage_jax.bench import lm_step, results, timing
+from mage_jax.models.config import MageVLConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _count(factory):
+  model = nnx.eval_shape(lambda: factory(nnx.Rngs(0)))
+  return sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(nnx.state(model, nnx.Param)))
+
+
+def test_flops_param_counts_match_the_models():
+  # The FLOP formulas count parameters by hand; the models are the independent truth.
+  for cfg in (lm_step.SMALL, lm_step.TINY):
+    assert flops_lib.qwen3_total_params(cfg) == _count(lm_step.qwen3_factory(cfg))
+  small = lm_step.SMALL
+  embed = small.vocab_size * small.hidden_size
+  norms = small.num_hidden_layers * (2 * small.hidden_size + 2 * small.head_dim) + small.hidden_size
+  assert flops_lib.qwen3_matmul_params(small) == flops_lib.qwen3_total_params(small) - embed - norms
+
+
+def test_mage_vl_flop_params_and_full_config():
+  from configs import models
+  from mage_jax.models.mage_vl import MageVL
+  from mage_jax.bench import gpu_suite
+  cfg = gpu_suite.mage_vl_config("full", "full")
+  preset = models.build_model_config(models.get_config("mage_vl_4b"))
+  arch = lambda c: {k: v for k, v in vars(c).items()
+                    if k not in ("param_dtype", "compute_dtype", "attention_backend", "remat_policy")}
+  assert arch(cfg.text) == arch(preset.text) and arch(cfg.vision) == arch(preset.vision)
+  total = _count(lambda rngs: MageVL(cfg, rngs=rngs))
+  assert abs(total / 1e9 - 4.74) < 0.01  # DESIGN.md: 4.74B
+  per_patch, per_merged = flops_lib.vit_matmul_params(cfg.vision)
+  lm = flops_lib.qwen3_total_params(cfg.text)
+  v = cfg.vision
+  vit_biases_norms = (v.num_hidden_layers * (3 * v.hidden_size + v.hidden_size + v.intermediate_size
+                                             + v.hidden_size + 4 * v.hidden_size)
+                      + 2 * v.hidden_size + 2 * v.hidden_size + 4 * v.hidden_size
+                      + v.out_hidden_size)
+  assert lm + per_patch + per_merged + vit_biases_norms == total
+
+
+def test_attention_pairs_and_step_flops():
+  assert flops_lib.attention_pair_count([3, 2], causal=True) == 6 + 3
+  assert flops_lib.attention_pair_count([3, 2], causal=False) == 9 + 4
+  f = flops_lib.qwen3_step_flops(lm_step.TINY, [64, 64])
+  assert f["six_n_d"] == 6 * flops_lib.qwen3_matmul_params(lm_step.TINY) * 128
+  assert f["total"] > f["six_n_d"] > 0
+
+
+def test_timing_median_and_interleaving():
+  t = timing.time_fn(lambda: time.sleep(0.01), reps=3, warmup=1, sync=lambda x: x)
+  assert t.reps == 3 and 0.009 <= t.min_s <= t.median_s <= t.max_s
+  calls = []
+  out = timing.interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                           reps=2, warmup=1, syncs={"a": lambda x: x, "b": lambda x: x})
+  assert calls == ["a", "b", "a", "b", "a", "b"]  # warmups, then alternating
+  assert set(out) == {"a", "b"}
+  with pytest.raises(ValueError):
+    timing.time_fn(lambda: None, reps=0)
+
+
+def test_matmul_ceiling_and_compile_time():
+  c = timing.matmul_ceiling(128, reps=2, warmup=1)
+  assert c["flops"] == 2 * 128 ** 3 and c["flops_per_s"] > 0
+  f = jax.jit(lambda x: x * 2)
+  t = timing.compile_seconds(f, jax.ShapeDtypeStruct((4,), np.float32))
+  assert t["total_s"] >= t["compile_s"] > 0
+
+
+def test_packed_batch_layout():
+  b = lm_step.packed_batch(2, 16, [[5, 7], [16]], vocab=100)
+  assert b["segment_ids"][0].tolist() == [1] * 5 + [2] * 7 + [0] * 4
+  assert b["positions"][0, 5:12].tolist() == list(range(7))
+  # The label at slot i is token i+1 of the same segment; last slot of a segment untrained.
+  assert b["targets"][0, 3] == b["tokens"][0, 4] and b["loss_mask"][0, 4] == 0
+  with pytest.raises(ValueError, match="exceed seq_len"):
+    lm_step.packed_batch(1, 8, [[5, 5]], vocab=100)
+
+
+def _check_rows(rows):
+  for r in rows:
+    assert isinstance(r, results.Row)
+    assert math.isfinite(r.value) and r.value > 0, r
+    assert r.command.startswith("python -m launch.bench")
+    assert (r.met is None) == (r.goal == "")
+
+
+def test_cpu_train_step_vs_torch_tiny(tmp_path):
+  from mage_jax.bench import cpu_suite
+  rows, details = cpu_suite.train_step_vs_torch(
+      lm_step.TINY, batch_size=2, seq_len=32, reps=1, torch_modes=("eager",), threads=1,
+      matmul_n=128)
+  _check_rows(rows)
+  names = [r.name for r in rows]
+  assert any(n.startswith("speedup ours vs torch (eager") for n in names)
+  assert any(n.startswith("step efficiency") for n in names)
+  assert math.isfinite(details["final_loss"])
+  assert details["step_flops"]["tokens"] == 64
+  out = tmp_path / "r.json"
+  results.write_json(str(out), "cpu", rows, details, results.machine_info())
+  data = json.loads(out.read_text())
+  assert data["suite"] == "cpu" and len(data["rows"]) == len(rows)
+  assert "| speedup ours vs torch" in results.table(rows)
+
+
+def test_cpu_compile_times_tiny():
+  from mage_jax.bench import cpu_suite
+  rows, details = cpu_suite.compile_times({"tiny": (lm_step.TINY, 2, 32)})
+  _check_rows(rows)
+  assert details["tiny"]["compile_s"] > 0
+
+
+@pytest.mark.slow
+def test_cpu_data_path_small():
+  from mage_jax.bench import cpu_suite
+  rows, details = cpu_suite.data_path(read_bins=2, read_batches=2, episodes=3, fill_samples=300)
+  _check_rows(rows)
+  assert 0 < details["fill"]["token_fill"] <= 1
+  assert details["render_pack"]["samples"] > 0
+
+
+def test_mage_vl_bench_batch_layout():
+  from mage_jax.bench import gpu_suite
+  from mage_jax.models.mage_vl import check_inputs
+  b = gpu_suite.mage_vl_batch(samples=2, tokens_per_sample=96, images_per_sample=3,
+                              image_hw=(64, 32))
+  assert b["tokens"].shape == (1, 192) and b["patches"].shape == (1, 2 * 3 * 8, 768)
+  check_inputs(b["tokens"], b["patch_image_ids"], image_token_id=151655)  # raises on mismatch
+  assert sorted(set(b["patch_image_ids"][0].tolist())) == list(range(1, 7))
+  # 2x2 merge-block order: the first block is (0,0), (0,1), (1,0), (1,1).
+  assert b["patch_positions"][0, :4, 1:].tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
+  assert (b["loss_mask"][0] * (b["targets"][0] == 0)).sum() == 0
+
+
+BLOCKER = """
+import importlib.abc, sys
+BLOCKED = {"torch", "transformers", "PIL", "grain", "tokenizers", "ml_collections",
+           "array_record", "safetensors", "pandas", "matplotlib", "jinja2", "orbax"}
+class Block(importlib.abc.MetaPathFinder):
+  def find_spec(self, name, path=None, target=None):
+    if name.split(".")[0] in BLOCKED:
+      raise ImportError(f"gpu suite must not import {name}")
+    return None
+sys.meta_path.insert(0, Block())
+for m in list(sys.modules):
+  if m.split(".")[0] in BLOCKED:
+    del sys.modules[m]
+"""
+
+
+@pytest.mark.slow
+def test_gpu_suite_runs_on_cpu_with_only_jax_flax_optax_numpy(tmp_path):
+  """`launch.bench --suite=gpu` end to end on CPU (small config) with other packages blocked."""
+  out = tmp_path / "gpu.json"
+  code = BLOCKER + (
+      "import runpy\n"
+      f"sys.argv = ['launch.bench', '--suite=gpu', '--reps=1', '--out={out}']\n"
+      "runpy.run_module('launch.bench', run_name='__main__')\n")
+  env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
+  env["XLA_FLAGS"] = env.get("XLA_FLAGS", "").replace("--xla_force_host_platform_device_count=8", "")
+  proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                        text=True, timeout=600)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  assert "cpu-fallback" in proc.stdout
+  data = json.loads(out.read_text())
+  assert "error" not in json.dumps(data["details"]), data["details"]
+  by_name = {r["name"]: r for r in data["rows"]}
+  check = [r for n, r in by_name.items() if n.startswith("packed == split attention")]
+  assert check and check[0]["met"] is True
+  step = [r for n, r in by_name.items() if "SFT step" in n]
+  assert step and step[0]["value"] > 0
+
+
+def test_blocker_blocks():
+  code = BLOCKER + "import PIL\n"
+  proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+  assert proc.returncode != 0 and "must not import PIL" in proc.stderr
