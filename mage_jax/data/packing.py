@@ -187,10 +187,10 @@ def assemble_from_parts(tokens: np.ndarray, label_mask: np.ndarray, seg_lens: np
     refs = np.asarray(image_refs, np.int64)
     image_patches = np.asarray(image_patches)[refs]
     p = 0
-    for s, n in zip(image_starts[refs].tolist(), image_patches.tolist()):
-      out["patches"][p:p + n] = patches[s:s + n]
-      out["patch_positions"][p:p + n] = patch_positions[s:s + n]
-      p += n
+    for start, count in zip(image_starts[refs].tolist(), image_patches.tolist()):
+      out["patches"][p:p + count] = patches[start:start + count]
+      out["patch_positions"][p:p + count] = patch_positions[start:start + count]
+      p += count
   out["patch_image_ids"][:p] = np.repeat(np.arange(1, len(image_patches) + 1, dtype=np.int32),
                                          image_patches)
   out["patch_image_ids"][p:] = 0

@@ -13,7 +13,10 @@ patch rows *and* (t, h, w) positions -- is stored once, and `image_refs` lists,
 per image occurrence in bin order, which distinct image it is. Decoding copies
 each occurrence into place, so the decoded bin is byte-identical to the
 version-1 encoding (every occurrence stored; still written with dedup=False and
-still read).
+still read). What it saves depends on how often the packer puts neighbouring
+steps of an episode into one bin: about half the image bytes on a small synthetic
+set packed in one window, but only ~3% in a simulation of stage-4-scale packing
+(best-fit-decreasing over 2,048-sample windows scatters an episode's steps).
 
 Record layout (little-endian):
   b"MGB1" | uint32 header length | header JSON (utf-8) | pad to 8 | buffers
