@@ -74,7 +74,7 @@ def test_timing_median_and_interleaving():
   calls = []
   out = timing.interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
                            reps=2, warmup=1, syncs={"a": lambda x: x, "b": lambda x: x})
-  assert calls == ["a", "b", "a", "b", "a", "b"]  # warmups, then alternating
+  assert calls == ["a", "b", "a", "b", "b", "a"]  # warmups, then alternating direction
   assert set(out) == {"a", "b"}
   with pytest.raises(ValueError):
     timing.time_fn(lambda: None, reps=0)

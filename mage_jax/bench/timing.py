@@ -58,18 +58,20 @@ def interleaved(fns: dict[str, Callable[[], Any]], *, reps: int = 5, warmup: int
   """Times several thunks round-robin so machine noise hits each alike.
 
   On a shared 2-core machine, load from other processes drifts over seconds;
-  alternating A, B, A, B... makes the ratio of medians robust to that drift,
-  where timing all of A then all of B would not be.
+  alternating A, B, B, A, A, B... makes the ratio of medians robust to that
+  drift, where timing all of A then all of B would not be.
   """
   syncs = syncs or {}
   for name, fn in fns.items():
     for _ in range(warmup):
       syncs.get(name, block)(fn())
   times: dict[str, list[float]] = {name: [] for name in fns}
-  for _ in range(reps):
-    for name, fn in fns.items():
+  order = list(fns)
+  for rep in range(reps):
+    # A B C, C B A, A B C, ...: no thunk always runs right after the same neighbour.
+    for name in (order if rep % 2 == 0 else order[::-1]):
       start = time.perf_counter()
-      syncs.get(name, block)(fn())
+      syncs.get(name, block)(fns[name]())
       times[name].append(time.perf_counter() - start)
   return {name: Timing(median_s=statistics.median(t), min_s=min(t), max_s=max(t),
                        reps=reps, warmup=warmup) for name, t in times.items()}
