@@ -61,6 +61,11 @@ def _in_pidns(ns: str) -> list[int]:
   return out
 
 
+def _pid_of_shell(shell) -> int:
+  from mage_jax.agent.terminal import _shell_pid
+  return _shell_pid(shell._proc.pid)
+
+
 def test_refuses_without_bubblewrap(monkeypatch):
   real = shutil.which
   monkeypatch.setattr(sb.shutil, "which", lambda b: None if b == "bwrap" else real(b))
@@ -71,12 +76,23 @@ def test_refuses_without_bubblewrap(monkeypatch):
 @needs_sandbox
 def test_persistent_state_and_identity(shell):
   assert shell.run("cd /tmp && export FOO=bar && mkdir -p d && echo hi > d/f").exit_code == 0
-  r = shell.run("pwd; echo $FOO; cat d/f; id -u; grep CapEff /proc/self/status")
+  r = shell.run("pwd; echo $FOO; cat d/f; id -u; grep -E '^(CapEff|CapPrm|Groups|NoNewPrivs)' /proc/self/status;"
+                " readlink /proc/self/ns/user; cat /proc/self/uid_map")
   lines = r.output.split("\n")
   assert lines[:3] == ["/tmp", "bar", "hi"]
   expected_uid = 65534 if os.geteuid() == 0 else os.getuid()
   assert lines[3] == str(expected_uid)
-  assert lines[4].split()[1] == "0000000000000000"  # no capabilities
+  status = dict(l.split(":", 1) for l in lines[4:8])
+  assert status["CapEff"].strip() == status["CapPrm"].strip() == "0000000000000000"  # no capabilities
+  assert status["Groups"].strip() == "" and status["NoNewPrivs"].strip() == "1"      # no host groups
+  # a user namespace of its own, distinct from the host's (and from any other sandbox's)
+  inside_userns = lines[8]
+  assert inside_userns.startswith("user:[") and inside_userns != os.readlink("/proc/self/ns/user")
+  assert inside_userns == os.readlink(f"/proc/{shell.sandbox.pid}/ns/user")
+  # only the sandbox user is mapped, onto the same unprivileged host uid (never host root)
+  assert lines[9].split() == [str(expected_uid), str(expected_uid), "1"] or os.geteuid() != 0
+  host_uid = [l.split()[1] for l in open(f"/proc/{_pid_of_shell(shell)}/status") if l.startswith("Uid:")][0]
+  assert host_uid == str(expected_uid)
   r = shell.run("python -c 'import openpyxl, pptx, pandas, pypdf, PIL; print(\"libs ok\")'", timeout=60)
   assert r.output.strip() == "libs ok", r.output
 
@@ -140,6 +156,10 @@ def test_fork_bomb_is_contained(shell):
   inside = sb.descendants(shell.sandbox._bwrap.pid)
   assert len(inside) <= shell.sandbox.config.nproc + 10, len(inside)  # RLIMIT_NPROC holds
   assert subprocess.run(["true"]).returncode == 0  # the host can still fork
+  if os.geteuid() == 0:  # processes are counted per user namespace: another sandbox still works
+    with sb.Sandbox(sb.SandboxConfig(nproc=64)) as other:
+      assert other.run(["/bin/sh", "-c", "echo ok | cat"], timeout=30).stdout == b"ok\n"
+      assert os.readlink(f"/proc/{other.pid}/ns/user") != os.readlink(f"/proc/{shell.sandbox.pid}/ns/user")
   pidns = os.readlink(f"/proc/{shell.sandbox.pid}/ns/pid")
   shell.close()
   shell.sandbox.close()

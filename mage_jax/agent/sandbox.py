@@ -8,10 +8,20 @@ join its namespaces with `nsenter` and drop to the sandbox user with
 
 Two modes, chosen by who runs the harness:
 - root (CI, most containers): bwrap runs privileged and creates new mount,
-  pid, network, ipc and uts namespaces (no user namespace is needed for that).
-  Workloads run as host uid/gid 65534 (nobody) with no capabilities, no
-  supplementary groups and no_new_privs; all mounts are nosuid. A root
-  process would ignore RLIMIT_NPROC and could read /etc/shadow; nobody cannot.
+  pid, network, ipc and uts namespaces. Its payload drops to host uid/gid
+  65534 (nobody: no capabilities, no supplementary groups, no_new_privs) and
+  only then creates a new *user* namespace (`unshare --user`, mapping 65534
+  to itself), so the namespace is owned by the unprivileged user. Workloads
+  join all six namespaces with `nsenter` and run as host uid 65534 inside
+  that user namespace. A root process would ignore RLIMIT_NPROC and could read
+  /etc/shadow; nobody cannot, and since the process count is kept per
+  (user namespace, uid), RLIMIT_NPROC bounds each sandbox separately (a fork
+  bomb in one slot cannot starve the others).
+  Why not `bwrap --unshare-user` directly: run by real root (not setuid),
+  bwrap maps the sandbox uid to the *caller's* uid, i.e. host root, which
+  defeats the point; and run after dropping to 65534 it cannot bind the
+  interpreter (here under /root, mode 0700: bwrap resolves every bind source,
+  even `--ro-bind-fd`, with the unprivileged user's permissions).
 - unprivileged user: bwrap --unshare-all adds a new user namespace; the
   workload keeps the caller's (already unprivileged) uid.
 Both: --die-with-parent; a size-limited tmpfs home (/home/user) and /tmp;
@@ -21,7 +31,7 @@ no host /etc/shadow, no /work, no network (only a private loopback).
 rlimits (memory as address space, processes, CPU seconds, file size, open
 files) apply to every process started inside.
 
-If bubblewrap/nsenter/setpriv are missing or namespaces can't be created the
+If bubblewrap/nsenter/setpriv/unshare/prlimit are missing or namespaces can't be created the
 constructor raises `SandboxUnavailable`; nothing ever runs unsandboxed.
 """
 from __future__ import annotations
@@ -29,7 +39,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -42,7 +51,7 @@ from typing import Any, Sequence
 
 HOME = "/home/user"
 PY_ROOT = "/opt/python"
-REQUIRED_BINARIES = ("bwrap", "nsenter", "setpriv")
+REQUIRED_BINARIES = ("bwrap", "nsenter", "setpriv", "unshare", "prlimit")
 
 
 # bwrap --die-with-parent uses PR_SET_PDEATHSIG, which fires when the *thread* that forked
@@ -196,7 +205,12 @@ class Sandbox:
     if self.mode == "user":
       args += ["--uid", str(uid), "--gid", str(gid)]
     info_r, info_w = os.pipe()
-    args += ["--info-fd", str(info_w), "--chdir", "/", "/bin/sh", "-c", "echo ready; exec sleep infinity"]
+    payload = ["/bin/sh", "-c", "echo ready; exec sleep infinity"]
+    if self.mode == "root":  # drop to the sandbox user first, then create the user namespace as that user
+      payload = ["setpriv", "--reuid", str(uid), "--regid", str(gid), "--clear-groups", "--inh-caps=-all",
+                 "--bounding-set=-all", "--no-new-privs", "--",
+                 "unshare", "--user", f"--map-user={uid}", f"--map-group={gid}", "--", *payload]
+    args += ["--info-fd", str(info_w), "--chdir", "/", *payload]
     self._bwrap = _LAUNCHER.submit(subprocess.Popen, args, pass_fds=(info_w, *data_fds),
                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE).result()
@@ -212,9 +226,24 @@ class Sandbox:
       raise SandboxUnavailable(f"bubblewrap could not create the sandbox ({self.mode} mode): "
                                f"{err.strip() or 'no output'}; refusing to run unsandboxed")
     self.pid = int(json.loads(info)["child-pid"])
+    if self.mode == "root":
+      # The payload (child of bwrap's pid 1) is the only process in all six namespaces: join it.
+      self.pid = self._userns_holder(self.pid)
     self.uid, self.gid = uid, gid
     if self.mode == "root":  # tmpfs mounts belong to root; hand the home to the sandbox user
       self.run(["chown", f"{uid}:{gid}", HOME], as_root=True, check=True)
+
+  def _userns_holder(self, init_pid: int) -> int:
+    host_userns = os.readlink("/proc/self/ns/user")
+    for pid in descendants(init_pid):
+      try:
+        if os.readlink(f"/proc/{pid}/ns/user") != host_userns:
+          return pid
+      except OSError:
+        pass
+    self.close()
+    raise SandboxUnavailable("the sandbox payload created no user namespace (unshare --user failed?); "
+                             "refusing to run unsandboxed")
 
   @property
   def host_root(self) -> str:
@@ -246,20 +275,20 @@ class Sandbox:
   # ---- processes ---------------------------------------------------------------------------
   def _prefix(self, as_root: bool) -> list[str]:
     enter = ["nsenter", "-t", str(self.pid), "-m", "-p", "-n", "-i", "-u", "-r", "-w"]
-    if self.mode == "user":
-      return enter[:3] + ["-U"] + enter[3:] + ["-S", str(self.uid), "-G", str(self.gid), "--",
-                                                "setpriv", "--no-new-privs", "--"]
-    if as_root:  # harness-only: root inside the sandbox's mount view (reads, chown)
+    if as_root and self.mode == "root":  # harness-only: host root in the sandbox's mount view (reads, chown)
       return enter + ["--"]
-    return enter + ["--", "setpriv", "--reuid", str(self.uid), "--regid", str(self.gid),
-                    "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"]
+    # Join the user namespace too; nsenter drops supplementary groups (before entering, while it
+    # still may) and sets uid/gid inside. Capabilities gained by entering the namespace are lost
+    # at the next exec (the uid is not the namespace's root), and no_new_privs keeps them lost.
+    return enter + ["-U", "-S", str(self.uid), "-G", str(self.gid), "--", "setpriv", "--no-new-privs", "--"]
 
-  def _limits(self) -> None:
+  def _limits(self) -> list[str]:
+    """A `prlimit` wrapper that sets the rlimits and execs the rest. Not a preexec_fn: that is
+    unsafe in a threaded process (slots, HTTP handlers) and forces a slow fork (and a warning
+    per spawn once JAX is loaded); with a plain argv, subprocess can use vfork/posix_spawn."""
     c = self.config
-    for res, val in ((resource.RLIMIT_AS, c.memory_mb << 20), (resource.RLIMIT_NPROC, c.nproc),
-                     (resource.RLIMIT_CPU, c.cpu_seconds), (resource.RLIMIT_FSIZE, c.file_mb << 20),
-                     (resource.RLIMIT_NOFILE, c.nofile), (resource.RLIMIT_CORE, 0)):
-      resource.setrlimit(res, (val, val))
+    return ["prlimit", f"--as={c.memory_mb << 20}", f"--nproc={c.nproc}", f"--cpu={c.cpu_seconds}",
+            f"--fsize={c.file_mb << 20}", f"--nofile={c.nofile}", "--core=0", "--"]
 
   def spawn(self, argv: Sequence[str], *, env: dict[str, str] | None = None, cwd: str = HOME,
             as_root: bool = False, **popen: Any) -> subprocess.Popen:
@@ -269,7 +298,7 @@ class Sandbox:
     env = dict(env if env is not None else sandbox_env())
     inner = ["/usr/bin/env", "-i", *[f"{k}={v}" for k, v in env.items()],
              "/bin/sh", "-c", 'cd "$0" && exec "$@"', cwd, *argv]
-    return subprocess.Popen(self._prefix(as_root) + inner, preexec_fn=None if as_root else self._limits,
+    return subprocess.Popen(([] if as_root else self._limits()) + self._prefix(as_root) + inner,
                             start_new_session=True, env={"PATH": "/usr/sbin:/usr/bin:/bin"}, **popen)
 
   def run(self, argv: Sequence[str], *, input: bytes | None = None, timeout: float = 60,
