@@ -122,6 +122,7 @@ class Renderer:
     self.tok = tokenizer or tok_lib.load_tokenizer(cfg.tokenizer_path)
     self._system_cache: dict[tuple[int, str], np.ndarray] = {}
     self._nl = _ids(self.tok.encode("\n"))
+    self._assistant_head = _ids(self.tok.encode("<|im_start|>assistant\n"))
 
   # -- token pieces ----------------------------------------------------------------
 
@@ -182,7 +183,22 @@ class Renderer:
     samples = self.render_episode(ep, report, steps=[t])
     return samples[0] if samples else None
 
-  def _render_step(self, c: "_EpisodeCache", t: int, report: RenderReport) -> Sample:
+  def render_prompt(self, ep: tr.Episode, t: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The inference prompt for step t: exactly the tokens of step t's training sample before
+    its target (ending with `<|im_start|>assistant\n`), and its images.
+
+    `ep.steps[t-1]` holds o_t; its response (think/action/tool_call) is not read, so it may be
+    empty. The context budget counts the prompt only. Raises ValueError if it can't be
+    rendered (too long, unreadable screenshot), naming the reason.
+    """
+    report = RenderReport()
+    try:
+      sample = self._render_step(_EpisodeCache(self, ep), t, report, prompt_only=True)
+    except _SkipSample as e:
+      raise ValueError(f"episode {ep.id} step {t}: prompt not rendered: {e.kind}: {e.reason}") from None
+    return sample.tokens, sample.images
+
+  def _render_step(self, c: "_EpisodeCache", t: int, report: RenderReport, prompt_only: bool = False) -> Sample:
     ep, cfg = c.ep, self.cfg
     if not 1 <= t <= len(ep.steps):
       raise ValueError(f"episode {ep.id}: step {t} out of range 1..{len(ep.steps)}")
@@ -196,7 +212,7 @@ class Renderer:
 
     system = self.system_ids(ep, prompt_index)
     assistants = [c.assistant(j, trained=cfg.train_all_turns) for j in range(first_full, t)]
-    target = c.assistant(t, trained=True, last=True)
+    target = (self._assistant_head, None) if prompt_only else c.assistant(t, trained=True, last=True)
     fixed = len(system) + sum(len(a[0]) for a in assistants) + len(target[0])
 
     n_drop, hidden = 0, set()
@@ -308,7 +324,7 @@ class _EpisodeCache:
       step = self.ep.steps[j - 1]
       body = _ids(self.r.tok.encode(tools.format_response(
           step.think, step.action, step.tool_call.name, step.tool_call.arguments)))
-      head = _ids(self.r.tok.encode("<|im_start|>assistant\n"))
+      head = self.r._assistant_head
       tail = _ids([tok_lib.IM_END_ID])
       ids = np.concatenate([head, body, tail] + ([] if last else [self.r._nl]))
       mask = None
