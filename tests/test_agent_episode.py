@@ -71,6 +71,41 @@ def test_prompt_to_messages_splits_turns_and_images():
     prompt_to_messages(text, [])
 
 
+@pytest.mark.parametrize("prompt_variants", [False, True])
+def test_render_prompt_equals_training_sample_up_to_target(tmp_path, prompt_variants):
+  """The inference prompt is exactly the training sample's tokens before a_t (same window,
+  folding, screenshots), ends with the assistant header, and never reads a_t."""
+  import os
+  from PIL import Image
+  from mage_jax.data import render
+  r = render.Renderer(render.RenderConfig(full_responses=2, visual_turns=2, prompt_variants=prompt_variants))
+  steps = []
+  for k in range(1, 7):
+    shot = None
+    if k % 3:  # some observations are text-only
+      shot = os.path.join(tmp_path, f"o{k}.png")
+      Image.new("RGB", (64 + 32 * k, 96), (40 * k % 256, 9, 9)).save(shot)
+    call = tr.ToolCall("bash", {"command": f"echo {k}"}) if k % 2 else tr.ToolCall(
+        "computer_use", {"action": "left_click", "coordinate": [k, 999 - k]})
+    steps.append(tr.Step(tr.Observation(shot, f"OUT-{k}"), f"THINK-{k}", f"ACT-{k}", call))
+  ep = tr.Episode("e", "Do six things.", steps)
+  head = r.tok.encode("<|im_start|>assistant\n")
+  for t in range(1, 7):
+    sample = r.render_step(ep, t)
+    cut = int(np.argmax(sample.loss_mask))
+    tokens, images = r.render_prompt(ep, t)
+    assert tokens.dtype == sample.tokens.dtype and tokens.tolist() == sample.tokens[:cut].tolist(), t
+    assert list(tokens[-len(head):]) == head
+    assert len(images) == len(sample.images) and all((a == b).all() for a, b in zip(images, sample.images))
+    # a_t is not part of the prompt: an empty pending step renders the same prompt
+    pending = tr.Episode("e", ep.instruction, steps[:t - 1] + [tr.Step(steps[t - 1].observation, "", "", None)])
+    again, _ = r.render_prompt(pending, t)
+    assert again.tolist() == tokens.tolist()
+    assert f"THINK-{t}" not in r.tok.decode(tokens) and (t == 1 or f"THINK-{t - 1}" in r.tok.decode(tokens))
+  with pytest.raises(ValueError, match="too_long"):
+    render.Renderer(render.RenderConfig(context_len=64)).render_prompt(ep, 3)
+
+
 @needs_sandbox
 @pytest.mark.timeout(180)
 def test_openai_policy_records_ids_logprobs_and_counts_parse_errors(tmp_path):

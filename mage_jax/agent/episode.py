@@ -19,20 +19,19 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from mage_jax.agent import parsing, tools
+from mage_jax.agent import parsing
 from mage_jax.agent.env import Env, Observation
 from mage_jax.agent.tasks.package import TaskPackage
 from mage_jax.data import render as render_lib
 from mage_jax.data import trajectory as tr
-
-_PLACEHOLDER = tr.ToolCall(tools.COMPUTER_USE, {"action": "wait", "time": 1})
 
 
 @dataclasses.dataclass
 class PolicyRequest:
   task: TaskPackage
   t: int                                   # 1-based step
-  episode: tr.Episode                      # history; steps[t-1] holds o_t and a placeholder response
+  episode: tr.Episode                      # history; steps[t-1] holds o_t and no response yet
+                                           # (think/action "", tool_call None)
   prompt_tokens: np.ndarray | None         # rendered prompt ending with "<|im_start|>assistant\n"
   images: list[np.ndarray]                 # the prompt's screenshots, smart-resized, in order
   resolve: Callable[[dict[str, Any]], dict[str, Any]]  # env.resolve ('@app.widget' refs)
@@ -101,13 +100,8 @@ def renderer_for(cfg: EpisodeConfig) -> render_lib.Renderer:
 
 
 def render_prompt(renderer: render_lib.Renderer, ep: tr.Episode, t: int) -> tuple[np.ndarray, list[np.ndarray]]:
-  """Prompt tokens for step t: the rendered sample cut where a_t's trained content starts."""
-  report = render_lib.RenderReport()
-  sample = renderer.render_step(ep, t, report)
-  if sample is None:
-    raise RuntimeError(f"prompt for step {t} could not be rendered: {report.to_dict()}")
-  start = int(np.argmax(sample.loss_mask))
-  return sample.tokens[:start], sample.images
+  """Prompt tokens + images for step t (the data path's context window, `Renderer.render_prompt`)."""
+  return renderer.render_prompt(ep, t)
 
 
 def _save_observation(obs: Observation, directory: str, t: int, prefix: str | None) -> tr.Observation:
@@ -140,7 +134,7 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
   for t in range(1, max_steps + 1):
     n = len(steps) + 1  # trajectory step index (invalid turns are not steps)
     ep = tr.Episode(id=episode_id, instruction=task.instruction,
-                    steps=steps + [tr.Step(current, "", "", _PLACEHOLDER)], screen_size=screen,
+                    steps=steps + [tr.Step(current, "", "", None)], screen_size=screen,
                     source="rollout", root=cfg.out_dir)
     prompt, images = render_prompt(renderer, ep, n)
     out = policy.act(PolicyRequest(task, n, ep, prompt, images, env.resolve))
