@@ -47,7 +47,7 @@ def base_config(*, name: str, stage: int, tiny: bool) -> ml_collections.ConfigDi
   c.data = default_data_config()
   if tiny:
     c.data.seq_len = 1024
-    c.data.patch_budget = 2048
+    c.data.patch_budget = 1024
     c.data.pack_buffer = 64
     c.data.batch_size = 4
     c.data.read_threads = 1
@@ -66,7 +66,7 @@ def base_config(*, name: str, stage: int, tiny: bool) -> ml_collections.ConfigDi
       clip_norm=1.0, lr_multipliers=ml_collections.ConfigDict(), freeze=()))
 
   c.step = ml_collections.ConfigDict(dict(
-      grad_accum_steps=1, loss_chunk_size=256 if tiny else 2048, z_loss_weight=0.0,
+      grad_accum_steps=1, loss_chunk_size=64 if tiny else 2048, z_loss_weight=0.0,
       per_sequence_loss=False, nonfinite="skip"))
 
   c.train = ml_collections.ConfigDict(dict(

@@ -25,37 +25,65 @@ class TokenStats(NamedTuple):
 
 
 def token_stats(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
-                *, chunk_size: int = 1024) -> TokenStats:
+                *, chunk_size: int = 1024, mask: jax.Array | None = None) -> TokenStats:
   """Per-token NLL / logsumexp / correctness without materialising [B, T, V].
 
   hidden [B, T, D] (any float dtype), kernel [D, V], targets int32 [B, T].
   The matmul runs in hidden's dtype with fp32 accumulation; softmax in fp32.
+
+  With `mask` [B, T], only masked tokens are computed (others read 0): each
+  row's masked tokens are moved to the front (a stable, row-local sort, so the
+  batch sharding is untouched) and chunks holding no masked token skip the
+  vocab matmul via `lax.cond`. SFT trains a minority of tokens (prompts are
+  masked), so most chunks are skipped.
   """
   b, t, d = hidden.shape
   chunk = max(1, min(chunk_size, t))
   n_chunks = -(-t // chunk)
   pad = n_chunks * chunk - t
+  live = jnp.ones((b, t), bool) if mask is None else mask > 0
+  order = None
+  if mask is not None:
+    order = jnp.argsort(~live, axis=1, stable=True)            # masked tokens first
+    hidden = jnp.take_along_axis(hidden, order[..., None], axis=1)
+    targets = jnp.take_along_axis(targets, order, axis=1)
+    live = jnp.take_along_axis(live, order, axis=1)
   if pad:
     hidden = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0)))
     targets = jnp.pad(targets, ((0, 0), (0, pad)))
+    live = jnp.pad(live, ((0, 0), (0, pad)))
   # [n_chunks, B, chunk, ...]: the batch axis stays where its sharding is.
   h_chunks = hidden.reshape(b, n_chunks, chunk, d).swapaxes(0, 1)
   t_chunks = targets.reshape(b, n_chunks, chunk).swapaxes(0, 1)
+  l_chunks = live.reshape(b, n_chunks, chunk).swapaxes(0, 1)
   w = kernel.astype(hidden.dtype)
 
-  @jax.checkpoint
-  def one_chunk(args):
-    h, tgt = args
+  def compute(h, tgt):
     logits = jnp.einsum("bcd,dv->bcv", h, w, preferred_element_type=jnp.float32)
     lse = jax.nn.logsumexp(logits, axis=-1)
     tgt_logit = jnp.take_along_axis(logits, tgt[..., None], axis=-1)[..., 0]
     correct = (jnp.argmax(logits, axis=-1) == tgt).astype(jnp.float32)
     return lse - tgt_logit, lse, jax.lax.stop_gradient(correct)
 
-  nll, lse, correct = jax.lax.map(one_chunk, (h_chunks, t_chunks))
+  def skip(h, tgt):
+    z = jnp.zeros(tgt.shape, jnp.float32)
+    return z, z, z
+
+  @jax.checkpoint
+  def one_chunk(args):
+    h, tgt, lv = args
+    if mask is None:
+      return compute(h, tgt)
+    return jax.lax.cond(jnp.any(lv), compute, skip, h, tgt)
+
+  nll, lse, correct = jax.lax.map(one_chunk, (h_chunks, t_chunks, l_chunks))
 
   def unchunk(x):
-    return x.swapaxes(0, 1).reshape(b, n_chunks * chunk)[:, :t]
+    x = x.swapaxes(0, 1).reshape(b, n_chunks * chunk)[:, :t]
+    if order is None:
+      return x
+    inverse = jnp.argsort(order, axis=1)
+    return jnp.take_along_axis(x, inverse, axis=1)
 
   return TokenStats(unchunk(nll), unchunk(lse), unchunk(correct))
 
@@ -96,7 +124,7 @@ def loss_sums(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
               loss_mask: jax.Array, segment_ids: jax.Array, *,
               chunk_size: int = 1024, z_loss_weight: float = 0.0,
               per_sequence: bool = False) -> LossSums:
-  stats = token_stats(hidden, kernel, targets, chunk_size=chunk_size)
+  stats = token_stats(hidden, kernel, targets, chunk_size=chunk_size, mask=loss_mask)
   weights, denominator = token_weights(loss_mask, segment_ids, per_sequence)
   mask = loss_mask.astype(jnp.float32)
   nll = (weights * stats.nll).sum()

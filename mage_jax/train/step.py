@@ -142,7 +142,7 @@ def eval_step(graphdef: Any, rest: Any, cfg: StepConfig, params: Any,
   """Per-source summed NLL and trained-token counts (for held-out loss)."""
   model = merge_model(graphdef, params, rest)
   hidden = model_hidden(model, batch)
-  stats = loss_lib.token_stats(hidden, model.lm_head_kernel(), batch["targets"],
+  stats = loss_lib.token_stats(hidden, model.lm_head_kernel(), batch["targets"], mask=batch["loss_mask"],
                                chunk_size=cfg.loss_chunk_size)
   mask = batch["loss_mask"].astype(jnp.float32)
   src = jnp.clip(batch["source_ids"], 0, num_sources - 1)
