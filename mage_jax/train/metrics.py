@@ -121,7 +121,7 @@ class Logger:
       self._tb.flush()
     if self._wandb:
       self._wandb.log(values, step=step)
-    if self._jsonl and any(not k.startswith("train/") for k in values):
+    if self._jsonl:
       self._jsonl.write(json.dumps({"step": step, **values}) + "\n")
       self._jsonl.flush()
 
