@@ -67,13 +67,15 @@ def train_step_vs_torch(cfg: Qwen3Config, *, batch_size: int, seq_len: int, reps
       matmul={"n": matmul_n, "flops_per_s": ceiling}, achieved_flops_per_s=achieved,
       final_loss=float(runner.last_metrics["loss"]))
   rows = [Row("ours: train step (median)", ours, "s", command=CMD,
-              note=f"{batch_size}x{seq_len} tokens, fp32, jax.jit")]
+              note=f"{batch_size}x{seq_len} tokens, fp32, jax.jit; "
+                   f"{times['ours_jax_jit'].cpu_median_s:.3g} CPU-s")]
   if torch_modes:
     torch_times = {m: times[f"torch_{m}"].median_s for m in torch_modes}
     best = min(torch_times, key=torch_times.get)
     for m, t in torch_times.items():
       rows.append(Row(f"torch {m}: train step (median)", t, "s", command=CMD,
-                      note=f"HF transformers Qwen3ForCausalLM, {threads} threads"))
+                      note=f"HF transformers Qwen3ForCausalLM, {threads} threads; "
+                           f"{times[f'torch_{m}'].cpu_median_s:.3g} CPU-s"))
     details["torch_baseline_mode"] = best
     min_ratio = times[f"torch_{best}"].min_s / times["ours_jax_jit"].min_s
     rows.append(goal_row(f"speedup ours vs torch ({best}, the faster)", torch_times[best] / ours,

@@ -65,9 +65,9 @@ def _fmt(v: float) -> str:
 
 
 def table(rows: list[Row]) -> str:
-  header = ("figure", "value", "unit", "goal", "met")
+  header = ("figure", "value", "unit", "goal", "met", "note")
   body = [(r.name, _fmt(r.value), r.unit, r.goal or "-",
-           "-" if r.met is None else ("yes" if r.met else "NO")) for r in rows]
+           "-" if r.met is None else ("yes" if r.met else "NO"), r.note) for r in rows]
   widths = [max(len(x[i]) for x in [header] + body) for i in range(len(header))]
   line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
   sep = "|-" + "-|-".join("-" * w for w in widths) + "-|"

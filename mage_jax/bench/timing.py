@@ -22,6 +22,7 @@ class Timing:
   max_s: float
   reps: int
   warmup: int
+  cpu_median_s: float = float("nan")  # process CPU-seconds per call (all threads)
 
   def as_dict(self) -> dict[str, float | int]:
     return dataclasses.asdict(self)
@@ -66,15 +67,18 @@ def interleaved(fns: dict[str, Callable[[], Any]], *, reps: int = 5, warmup: int
     for _ in range(warmup):
       syncs.get(name, block)(fn())
   times: dict[str, list[float]] = {name: [] for name in fns}
+  cpu: dict[str, list[float]] = {name: [] for name in fns}
   order = list(fns)
   for rep in range(reps):
     # A B C, C B A, A B C, ...: no thunk always runs right after the same neighbour.
     for name in (order if rep % 2 == 0 else order[::-1]):
-      start = time.perf_counter()
+      start_cpu, start = time.process_time(), time.perf_counter()
       syncs.get(name, block)(fns[name]())
       times[name].append(time.perf_counter() - start)
+      cpu[name].append(time.process_time() - start_cpu)
   return {name: Timing(median_s=statistics.median(t), min_s=min(t), max_s=max(t),
-                       reps=reps, warmup=warmup) for name, t in times.items()}
+                       reps=reps, warmup=warmup, cpu_median_s=statistics.median(cpu[name]))
+          for name, t in times.items()}
 
 
 def matmul_ceiling(n: int = 2048, dtype: str = "float32", *, reps: int = 5,
