@@ -133,6 +133,7 @@ def run(*, reps: int = 5, torch_compile: bool = True, with_data: bool = True,
     cfg, b, t, mm_n = lm_step.TINY, 2, 64, 256
   else:
     cfg, b, t, mm_n = lm_step.SMALL, 4, 512, 2048
+  print(f"[train step vs torch] {t}x{b} tokens, torch modes {modes}, {reps} reps ...", flush=True)
   r, details["train_step"] = train_step_vs_torch(cfg, batch_size=b, seq_len=t, reps=reps,
                                                  torch_modes=modes, threads=threads,
                                                  matmul_n=mm_n)
@@ -140,11 +141,13 @@ def run(*, reps: int = 5, torch_compile: bool = True, with_data: bool = True,
   comp = {"tiny": (lm_step.TINY, 2, 64)}
   if not quick:
     comp["small"] = (lm_step.SMALL, 4, 512)
+  print(f"[compile times] {list(comp)} ...", flush=True)
   r, details["compile"] = compile_times(comp)
   rows += r
   if with_data:
     kw = (dict(read_bins=4, read_batches=2, episodes=4, fill_samples=500) if quick else
           dict(read_bins=16, read_batches=12, episodes=16, fill_samples=20_000))
+    print("[data path] ...", flush=True)
     r, details["data"] = data_path(**kw)
     rows += r
   return rows, details
