@@ -19,7 +19,7 @@ def get_config(arg: str | None = None):
   c = common.base_config(name="stage1_midtrain", stage=1, tiny=tiny)
   if tiny:
     common.set_sources(c, {"grounding": ("grounding.jsonl", 1.0, 1), "gui": ("gui.jsonl", 1.0, 1)})
-    c.train.total_steps = 40
+    c.train.total_steps = 30
     c.eval.click_jsonl = "grounding.jsonl"
   else:
     common.set_sources(c, {"grounding": ("data/stage1/grounding.jsonl", 1.0, 1),

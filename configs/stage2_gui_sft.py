@@ -14,7 +14,7 @@ def get_config(arg: str | None = None):
   c = common.base_config(name="stage2_gui_sft", stage=2, tiny=tiny)
   if tiny:
     common.set_sources(c, {"gui": ("gui.jsonl", 1.0, 2)})
-    c.train.total_steps = 40
+    c.train.total_steps = 30
   else:
     common.set_sources(c, {"gui": ("data/stage2/gui_trajectories.jsonl", 1.0, 2)})
     c.train.paper_bins = 1_961_130

@@ -15,7 +15,7 @@ def get_config(arg: str | None = None):
   c = common.base_config(name="stage3_code_sft", stage=3, tiny=tiny)
   if tiny:
     common.set_sources(c, {"terminal": ("terminal.jsonl", 1.0, 3)})
-    c.train.total_steps = 40
+    c.train.total_steps = 30
   else:
     common.set_sources(c, {"terminal": ("data/stage3/terminal_trajectories.jsonl", 1.0, 3)})
     c.train.paper_bins = 341_617

@@ -17,7 +17,7 @@ def get_config(arg: str | None = None):
   if tiny:
     common.set_sources(c, {"hybrid": ("hybrid.jsonl", 2.0, 4), "gui": ("gui.jsonl", 1.0, 4),
                            "terminal": ("terminal.jsonl", 1.0, 4)})
-    c.train.total_steps = 40
+    c.train.total_steps = 30
   else:
     common.set_sources(c, {"hybrid": ("data/stage4/hybrid_trajectories.jsonl", 1.0, 4)})
     c.train.paper_bins = 1_377_805
