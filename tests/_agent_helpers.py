@@ -1,4 +1,10 @@
-"""Shared helpers for the agent tests (skip markers, env factories)."""
+"""Shared helpers for the agent tests (skip markers, env factories, the one built-in suite run)."""
+import atexit
+import functools
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from mage_jax.agent import sandbox as sb
@@ -12,7 +18,34 @@ except sb.SandboxUnavailable as e:
 
 needs_sandbox = pytest.mark.skipif(SANDBOX_REASON is not None, reason=f"sandbox unavailable: {SANDBOX_REASON}")
 SMALL = EnvConfig(width=800, height=600, command_timeout=30)
+SUITE_WORKERS = 6  # environments at once: they mostly wait on X, apps and pipes, so > 2 cores pays
 
 
 def local_env() -> LocalEnv:
   return LocalEnv(SMALL)
+
+
+@functools.lru_cache(maxsize=None)
+def builtin_suite_run():
+  """Gates every built-in task once per test session; the reference solution runs through the
+  full episode loop with the scripted policy, so the same run also evaluates that policy.
+
+  Returns (gate results, episode results by task id, episode output dir). Shared by
+  test_agent_tasks (gates) and test_agent_episode (scripted eval): the slow part runs once.
+  """
+  from mage_jax.agent.episode import EpisodeConfig, run_episode
+  from mage_jax.agent.policies import ScriptedPolicy
+  from mage_jax.agent.tasks import gates
+  from mage_jax.agent.tasks.builtin import builtin_packages
+  out_dir = tempfile.mkdtemp(prefix="mage_suite_")
+  atexit.register(shutil.rmtree, out_dir, ignore_errors=True)
+  cfg = EpisodeConfig(out_dir=out_dir)
+  episodes = {}
+
+  def reference_episode(env, pkg, first_obs):
+    episodes[pkg.id] = run_episode(env, pkg, ScriptedPolicy(), cfg, f"{pkg.id}-r0", first_observation=first_obs)
+
+  pkgs = builtin_packages()
+  with ThreadPoolExecutor(SUITE_WORKERS) as ex:
+    results = list(ex.map(lambda p: gates.check_package(p, local_env, reference_episode), pkgs))
+  return results, [episodes.get(p.id) for p in pkgs], out_dir

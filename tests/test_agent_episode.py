@@ -16,7 +16,7 @@ from mage_jax.agent.policies import OpenAIChatPolicy, ScriptedPolicy, prompt_to_
 from mage_jax.agent.slots import Job, LocalSlotPool
 from mage_jax.agent.tasks.builtin import builtin_packages
 from mage_jax.data import trajectory as tr
-from tests._agent_helpers import local_env, needs_sandbox
+from tests._agent_helpers import builtin_suite_run, local_env, needs_sandbox
 
 TASKS = {p.id: p for p in builtin_packages()}
 
@@ -201,22 +201,22 @@ def test_slot_crash_is_env_error_and_slot_restarts(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_scripted_reference_policy_solves_every_builtin_task(tmp_path):
-  pool = LocalSlotPool(local_env, EpisodeConfig(out_dir=str(tmp_path / "shots")), num_slots=3)
-  try:
-    results = evaluation.evaluate(list(TASKS.values()), lambda t: ScriptedPolicy(), pool)
-  finally:
-    pool.close()
+  _, results, _ = builtin_suite_run()   # the gates' reference runs: run_episode + ScriptedPolicy
+  assert [r.task_id if r else None for r in results] == list(TASKS)
   failed = [(r.task_id, r.status, r.score, r.error) for r in results if not r.success]
   assert not failed
+  assert all(r.status == "terminated" and r.model_calls == r.steps and not r.parse_errors for r in results)
   rows = evaluation.summarize(results)
   print("\n" + evaluation.format_table(rows))
   by = {r["group"]: r for r in rows}
+  assert by["all"]["episodes"] == len(TASKS) and by["all"]["success_rate"] == 1.0
   assert by["terminal"]["gui_share"] == 0.0 and by["gui"]["terminal_share"] == 0.0
   assert 0 < by["hybrid"]["gui_share"] < 1
   paths = evaluation.write_results(str(tmp_path), results, rows)
   report = tr.ReadReport()
   eps = list(tr.read_all([paths["episodes"]], report=report))
   assert len(eps) == len(TASKS) and not report.skipped
+  assert all(len(e.steps) == r.steps and e.reward == 1.0 for e, r in zip(eps, results))
 
 
 @pytest.mark.timeout(300)

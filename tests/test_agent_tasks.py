@@ -1,14 +1,13 @@
 """Task packages: format, loader errors, gates (each rejecting a bad package), the built-in suite."""
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from mage_jax.agent.tasks import gates
 from mage_jax.agent.tasks.builtin import builtin_packages, builtin_task_dicts
 from mage_jax.agent.tasks.package import PackageError, load_package, load_suite, package_from_dict, save_package
-from tests._agent_helpers import local_env, needs_sandbox
+from tests._agent_helpers import builtin_suite_run, local_env, needs_sandbox
 
 GOOD = {"id": "hello", "kind": "terminal", "instruction": "write hello.txt",
         "checker": {"type": "file_text", "path": "hello.txt", "equals": "hello"},
@@ -93,9 +92,8 @@ def test_builtin_suite_shape():
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_every_builtin_task_passes_the_gates():
-  pkgs = builtin_packages()
-  with ThreadPoolExecutor(3) as ex:
-    results = list(ex.map(lambda p: gates.check_package(p, local_env), pkgs))
+  results, _, _ = builtin_suite_run()   # shared with the scripted eval in test_agent_episode
+  assert len(results) == len(builtin_packages())
   failed = [str(r) for r in results if not r.passed]
   assert not failed, "\n".join(failed)
   assert all(r.scores["initial"] == 0 and r.scores["reference"] == 1 and r.scores["near_miss"] < 1 for r in results)

@@ -57,6 +57,8 @@ class EpisodeConfig:
   visual_turns: int = 3
   context_len: int = 32_768
   out_dir: str = "/tmp/mage_episodes"      # screenshots go to <out_dir>/<episode id>/
+  score_settle: float = 0.3                # seconds between the last action and the checker: apps
+                                           # handle the final click (e.g. Save) on their own schedule
 
 
 @dataclasses.dataclass
@@ -117,8 +119,12 @@ def _save_observation(obs: Observation, directory: str, t: int, prefix: str | No
 
 
 def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
-                episode_id: str | None = None) -> EpisodeResult:
-  """One episode. Env exceptions propagate (the slot pool reports them as env errors)."""
+                episode_id: str | None = None, first_observation: Observation | None = None) -> EpisodeResult:
+  """One episode. Env exceptions propagate (the slot pool reports them as env errors).
+
+  `first_observation`: the env was already reset for `task` (e.g. by the gates) and this is
+  o_1; otherwise the episode starts with `env.reset(task)`.
+  """
   start = time.monotonic()
   episode_id = episode_id or f"{task.id}-{int(time.time() * 1000)}"
   shot_dir = os.path.join(cfg.out_dir, episode_id)
@@ -127,7 +133,7 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
   errors: collections.Counter = collections.Counter()
   max_steps = min(cfg.max_steps, task.max_steps or cfg.max_steps)
 
-  obs = env.reset(task)
+  obs = first_observation if first_observation is not None else env.reset(task)
   current = _save_observation(obs, shot_dir, 1, None)
   steps: list[tr.Step] = []
   screen = (obs.screenshot.width, obs.screenshot.height) if obs.screenshot is not None else None
@@ -166,6 +172,8 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
       break
     current = _save_observation(obs, shot_dir, len(steps) + 1, None)
   res.steps = len(steps)
+  if steps:
+    time.sleep(cfg.score_settle)
   res.score = env.score()
   res.parse_errors = dict(errors)
   res.wall_time = time.monotonic() - start
