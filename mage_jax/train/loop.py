@@ -260,7 +260,14 @@ class Trainer:
 def build(config: ml_collections.ConfigDict, workdir: str, *, prepare_data: bool = True) -> Trainer:
   validate(config, workdir)
   # mesh
-  mesh = sharding.make_mesh(config.mesh)
+  try:
+    mesh = sharding.make_mesh(config.mesh)
+  except ValueError as e:
+    raise ConfigError(f"config.mesh: {e}") from None
+  shards = int(np.prod([mesh.shape[a] for a in config.data.data_axes if a in mesh.axis_names]))
+  if config.data.batch_size % shards:
+    raise ConfigError(f"config.data.batch_size={config.data.batch_size} is not divisible by the "
+                      f"{shards} data-parallel shards of mesh {dict(mesh.shape)}")
   # data
   data = prepare(config, workdir) if prepare_data else config.data
   total_steps = count_total_steps(config, data)
