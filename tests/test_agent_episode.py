@@ -219,27 +219,75 @@ def test_scripted_reference_policy_solves_every_builtin_task(tmp_path):
   assert all(len(e.steps) == r.steps and e.reward == 1.0 for e, r in zip(eps, results))
 
 
+class ScreenEnv(Env):
+  """An in-memory GUI env: every observation is a small screenshot; nothing ever changes."""
+
+  def __init__(self):
+    from PIL import Image, ImageDraw
+    self.image = Image.new("RGB", (160, 96), (30, 30, 40))
+    ImageDraw.Draw(self.image).rectangle([20, 20, 90, 50], fill=(200, 40, 40))
+    self.steps = 0
+
+  def reset(self, task):
+    return Observation(screenshot=self.image.copy())
+
+  def step(self, name, arguments):
+    self.steps += 1
+    return Observation(screenshot=self.image.copy())
+
+  def screenshot(self):
+    return self.image.copy()
+
+  def score(self):
+    return 0.0
+
+  def close(self):
+    pass
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_checkpoint_policy_runs_generate_on_the_rendered_prompt(tmp_path):
-  import jax
+def test_tiny_mage_vl_checkpoint_garbage_is_a_counted_parse_error(tmp_path):
+  """A random-init Mage-VL saved as an HF directory, loaded by path and run in process through
+  `generate` on the exact rendered prompt + screenshot: its garbage output becomes parse-error
+  observations, counted, never a crash."""
   from flax import nnx
-  from mage_jax import api
-  from mage_jax.agent.episode import PolicyRequest, render_prompt, renderer_for
+  from mage_jax.data import images as images_lib
+  from mage_jax.models import mage_vl
+  from mage_jax.models.config import MageVLConfig, MageViTConfig, Qwen3Config
   from mage_jax.agent.policies import CheckpointPolicy
-  from mage_jax.models.config import Qwen3Config
-  from mage_jax.models.qwen3 import Qwen3ForCausalLM
-  cfg = Qwen3Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                    head_dim=16, intermediate_size=64)
-  policy = api.Policy(cfg=cfg, model=Qwen3ForCausalLM(cfg, rngs=nnx.Rngs(0)))
-  task = TASKS["term_hello_file"]
-  ep = tr.Episode(id="e", instruction=task.instruction, steps=[tr.Step(
-      tr.Observation(text="ready"), "", "", tr.ToolCall("computer_use", {"action": "wait", "time": 1}))])
-  prompt, images = render_prompt(renderer_for(EpisodeConfig()), ep, 1)
-  out = CheckpointPolicy(policy, max_new_tokens=4).act(PolicyRequest(task, 1, ep, prompt, images, lambda a: a))
-  assert out.prompt_ids == [int(i) for i in prompt] and len(out.completion_ids) == len(out.logprobs) <= 4
-  assert all(lp <= 0 for lp in out.logprobs)
-  ref = policy.generate(prompt, 4)
-  assert out.completion_ids == [int(i) for i in ref.tokens]  # greedy: same tokens as api.generate
+  from mage_jax.weights import save_hf
+  cfg = MageVLConfig(
+      text=Qwen3Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                       head_dim=16, intermediate_size=64),
+      vision=MageViTConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
+                           intermediate_size=64, out_hidden_size=32))
+  save_hf(mage_vl.MageVL(cfg, rngs=nnx.Rngs(0)), cfg, str(tmp_path / "ckpt"), dtype="float32")
+
+  seen = []
+
+  class Recording(CheckpointPolicy):
+    def act(self, request):
+      seen.append(request)
+      return super().act(request)
+  policy = Recording(str(tmp_path / "ckpt"), max_new_tokens=8)
+  env = ScreenEnv()
+  res = run_episode(env, TASKS["gui_click_red"], policy,
+                    EpisodeConfig(max_steps=2, out_dir=str(tmp_path / "eps"), score_settle=0))
+  assert res.status == "budget" and res.model_calls == 2 and res.steps == 0 and env.steps == 0
+  assert sum(res.parse_errors.values()) == 2 and res.episode is None
+  assert all(r["parse_error"] and r["raw"] is not None for r in res.records)
+  for rec, req in zip(res.records, seen):
+    assert 0 < len(rec["completion_ids"]) == len(rec["logprobs"]) <= 8 and all(lp <= 0 for lp in rec["logprobs"])
+    assert rec["prompt_ids"] == [int(i) for i in req.prompt_tokens] and len(req.images) == 1
+    n_pad = images_lib.num_image_tokens(*req.images[0].shape[:2])
+    assert int((req.prompt_tokens == cfg.image_token_id).sum()) == n_pad   # the screenshot is in the prompt
+  text2 = policy.policy.decode(seen[1].prompt_tokens)
+  assert f"Error ({res.records[0]['parse_error']})" in text2   # the error was shown to the policy
+  # greedy: the policy's tokens are api.generate's on the same prompt and screenshot
+  ref = policy.policy.generate(seen[0].prompt_tokens, 8, images=seen[0].images)
+  assert res.records[0]["completion_ids"] == [int(i) for i in ref.tokens]
+  assert res.records[0]["raw"] == policy.policy.decode([i for i in ref.tokens if i != 151645])
 
 
 @needs_sandbox
