@@ -25,7 +25,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.slots = 2                    # concurrent environment slots
   c.check_gates = False          # run the package gates before evaluating (rejects failing packages)
   c.episode = ml_collections.ConfigDict(dict(max_steps=50, full_responses=4, visual_turns=3,
-                                             context_len=32_768))
+                                             context_len=32_768,
+                                             score_settle=0.3))  # s between the last action and the checker
   c.env = ml_collections.ConfigDict(dict(width=1280, height=800, command_timeout=30.0, max_output=16_000,
                                          home_mb=256, memory_mb=4096, nproc=256))
   c.policy = ml_collections.ConfigDict(dict(
