@@ -15,6 +15,7 @@ Methodology and figures: BENCHMARKS.md.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 from absl import app, flags
@@ -35,6 +36,7 @@ _REMAT = flags.DEFINE_string("remat", "full", "gpu: remat policy of the Mage-VL 
 def main(argv: list[str]) -> None:
   del argv
   from mage_jax.bench import results
+  machine = results.machine_info()  # before the run: the load average we started under
   if FLAGS.value == "cpu":
     from mage_jax.bench import cpu_suite  # imports torch: never on the GPU path
     rows, details = cpu_suite.run(reps=_REPS.value, torch_compile=_TORCH_COMPILE.value,
@@ -45,7 +47,10 @@ def main(argv: list[str]) -> None:
     from mage_jax.bench import gpu_suite
     rows, details = gpu_suite.run(size=_GPU_SIZE.value, remat=_REMAT.value, reps=_REPS.value)
     out = _OUT.value or "bench/results_gpu.json"
-  machine = results.machine_info()
+  try:
+    machine["loadavg_at_end"] = os.getloadavg()
+  except OSError:
+    pass
   print(f"\n{FLAGS.value} suite on {machine.get('cpu_model', '?')} x{machine['cpu_count']}, "
         f"jax {machine['jax']} ({machine['backend']}: {', '.join(sorted(set(machine['devices'])))})")
   if details.get("label"):
