@@ -20,6 +20,21 @@ def test_key_names():
     desktop.keysym_for("nosuchkey")
 
 
+def _until(cond, timeout=5.0):
+  """Polls `cond` (apps react on their own schedule) instead of sleeping a fixed time."""
+  deadline = time.monotonic() + timeout
+  while not cond() and time.monotonic() < deadline:
+    time.sleep(0.05)
+  return cond()
+
+
+def _json(data):
+  try:
+    return json.loads(data)
+  except (TypeError, ValueError):  # not written yet, or half written
+    return None
+
+
 def _form_task(extra=()):
   return package_from_dict({
       "id": "t", "kind": "gui", "instruction": "x", "checker": {"type": "file_exists", "path": "out.json"},
@@ -45,8 +60,7 @@ def test_actions_on_a_real_tk_app():
     env.step("computer_use", {"action": "left_click", "coordinate": env.widget_coordinate("form.field:A")})
     env.step("computer_use", {"action": "type", "text": "Hi there, ünï/42"})
     env.step("computer_use", {"action": "key", "keys": ["ctrl", "s"]})   # the form binds Ctrl+S to Save
-    time.sleep(0.3)
-    assert json.loads(env.read_file("out.json")) == {"A": "Hi there, ünï/42"}
+    assert _until(lambda: _json(env.read_file("out.json")) == {"A": "Hi there, ünï/42"}), env.read_file("out.json")
     after = env.screenshot()
     assert after.tobytes() != shot.tobytes()               # the typed text is visible
     assert env.step("computer_use", {"action": "terminate", "status": "success"}).done
@@ -68,10 +82,8 @@ def test_scroll():
     assert "item:row 35" not in layout("picker")
     env.step("computer_use", {"action": "mouse_move", "coordinate": env.widget_coordinate("picker.list")})
     env.step("computer_use", {"action": "scroll", "pixels": -1500})
-    time.sleep(0.4)
-    assert "item:row 35" in layout("picker") and "item:row 00" not in layout("picker")
+    assert _until(lambda: "item:row 35" in layout("picker") and "item:row 00" not in layout("picker"))
     env.step("computer_use", {"action": "scroll", "pixels": 1500})
-    time.sleep(0.4)
-    assert "item:row 00" in layout("picker")
+    assert _until(lambda: "item:row 00" in layout("picker"))
   finally:
     env.close()

@@ -132,7 +132,7 @@ class LocalEnv(Env):
         raise preparers.SetupError(f"app {name!r} exited with {proc.returncode} before showing its window")
       if time.monotonic() > deadline:
         raise preparers.SetupError(f"app {name!r} showed no window within {self.config.app_timeout}s")
-      time.sleep(0.1)
+      time.sleep(0.05)
 
   # ---- checker context ---------------------------------------------------------------------
   def read_file(self, path: str) -> bytes | None:
