@@ -11,7 +11,7 @@ import os
 
 from absl import app, flags
 
-_WORKDIR = flags.DEFINE_string("workdir", None, "Run or curriculum directory.", required=True)
+# The flag is defined only when run as a script, so launch.curriculum can import plot().
 
 
 def runs(workdir: str) -> dict[str, list[dict]]:
@@ -64,9 +64,10 @@ def plot(workdir: str) -> list[str]:
 
 def main(argv):
   del argv
-  for p in plot(_WORKDIR.value):
+  for p in plot(flags.FLAGS.workdir):
     print(f"wrote {p}")
 
 
 if __name__ == "__main__":
+  flags.DEFINE_string("workdir", None, "Run or curriculum directory.", required=True)
   app.run(main)

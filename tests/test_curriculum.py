@@ -1,0 +1,43 @@
+"""End to end (Levanter style): the tiny curriculum trains 2 steps per stage on
+synthetic data, writes the table/plots, and a rerun skips completed stages."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(workdir):
+  env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
+  env.pop("XLA_FLAGS", None)  # one CPU device, as on a laptop
+  args = [sys.executable, "-m", "launch.curriculum", "--config=configs/mage_vl_cowork.py:tiny",
+          f"--workdir={workdir}", "--config.synth.episodes=8", "--config.synth.grounding=2",
+          "--config.stages.stage3_code_sft.enabled=False",
+          "--config.stages.stage4_hybrid_sft.enabled=False"]
+  for stage in ("stage1_midtrain", "stage2_gui_sft"):
+    args.append(f"--config.stages.{stage}.overrides=train.total_steps=2;log.every_steps=1;"
+                "eval.max_new_tokens=4;eval.click_samples=1;checkpoint.async_save=false")
+  return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.slow
+def test_tiny_curriculum_two_steps_per_stage_and_resume(tmp_path):
+  out = _run(tmp_path)
+  assert out.returncode == 0, out.stderr[-4000:]
+  rows = json.load(open(tmp_path / "curriculum.json"))
+  assert [r["stage"] for r in rows] == ["stage1_midtrain", "stage2_gui_sft"]
+  for r in rows:
+    assert r["steps"] == 2 and r["tokens"] > 0 and r["flops_6nd"] > 0
+    assert r["final_loss"] == r["final_loss"]  # not NaN
+  assert "initialised params from" in out.stdout  # stage 2 started from stage 1
+  assert "final loss" in out.stdout  # the table
+  assert os.path.exists(tmp_path / "plots" / "loss.png")
+  assert os.path.exists(tmp_path / "stage2_gui_sft" / "manifest.json")
+  manifest = json.load(open(tmp_path / "stage2_gui_sft" / "manifest.json"))
+  assert manifest["git_commit"] and manifest["mesh"] and manifest["devices"]
+  again = _run(tmp_path)
+  assert again.returncode == 0, again.stderr[-4000:]
+  assert again.stdout.count("complete, skipping") == 2
