@@ -106,6 +106,7 @@ def _check_rows(rows):
     assert (r.met is None) == (r.goal == "")
 
 
+@pytest.mark.slow
 def test_cpu_train_step_vs_torch_tiny(tmp_path):
   from mage_jax.bench import cpu_suite
   rows, details = cpu_suite.train_step_vs_torch(

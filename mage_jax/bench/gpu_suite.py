@@ -197,7 +197,6 @@ def mage_vl_batch(samples: int, tokens_per_sample: int, images_per_sample: int,
 
 def mage_vl_step(cfg: MageVLConfig, batch: dict[str, np.ndarray], reps: int,
                  loss_chunk_size: int) -> dict[str, Any]:
-  from flax import nnx  # noqa: F401  (the model is nnx)
   from mage_jax.models.mage_vl import MageVL
   factory = lambda rngs: MageVL(cfg, rngs=rngs)
   phases = {}
