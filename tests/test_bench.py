@@ -197,3 +197,20 @@ def test_blocker_blocks():
   code = BLOCKER + "import PIL\n"
   proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
   assert proc.returncode != 0 and "must not import PIL" in proc.stderr
+
+
+def test_attention_check_passes_and_catches_cross_segment_leaks(monkeypatch):
+  import jax.numpy as jnp
+  from mage_jax.bench import gpu_suite
+  from mage_jax.models import attention as attention_lib
+  good = gpu_suite.attention_packed_vs_split("xla", [20, 33, 9], 2, 2, 1, 16, jnp.float32)
+  assert good["ok"] and good["max_abs_packed_vs_split_out"] < 1e-5
+  real = attention_lib.attention
+
+  def leaky(q, k, v, *, q_segment_ids, kv_segment_ids, **kw):  # ignores packing
+    ones = jnp.where(q_segment_ids > 0, 1, 0)
+    return real(q, k, v, q_segment_ids=ones, kv_segment_ids=ones, **kw)
+
+  monkeypatch.setattr(attention_lib, "attention", leaky)
+  bad = gpu_suite.attention_packed_vs_split("xla", [20, 33, 9], 2, 2, 1, 16, jnp.float32)
+  assert not bad["ok"] and bad["max_abs_packed_vs_split_out"] > 1e-2

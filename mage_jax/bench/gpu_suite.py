@@ -104,16 +104,19 @@ def attention_packed_vs_split(backend: str, seg_lengths: list[int], pad: int, he
     err_out = max(err_out, float(jnp.max(jnp.abs(
         packed_out[:, sl].astype(jnp.float32) - out_i.astype(jnp.float32)))))
     for gp, gi in zip(packed_grads, grads_i):
-      err_grad = max(err_grad, float(jnp.max(jnp.abs(
-          gp[:, sl].astype(jnp.float32) - gi.astype(jnp.float32)))))
+      # Relative to the tensor's scale: dk/dv sum over thousands of queries, so their
+      # bf16 ulp is large in absolute terms.
+      gi32 = gi.astype(jnp.float32)
+      err_grad = max(err_grad, float(jnp.max(jnp.abs(gp[:, sl].astype(jnp.float32) - gi32))
+                                     / jnp.maximum(jnp.max(jnp.abs(gi32)), 1e-6)))
   real = seg != 0
   err_ref = float(jnp.max(jnp.where(real[:, :, None, None], jnp.abs(
       packed_out.astype(jnp.float32) - reference), 0.0)))
   pad_max = float(jnp.max(jnp.where(real[:, :, None, None], 0.0, jnp.abs(packed_out.astype(jnp.float32)))))
   tol = 2e-2 if jnp.dtype(dtype) == jnp.bfloat16 else 1e-4
-  ok = err_out <= tol and err_grad <= 8 * tol and err_ref <= 2 * tol and pad_max == 0.0
+  ok = err_out <= tol and err_grad <= tol and err_ref <= 2 * tol and pad_max == 0.0
   return {"backend": backend, "seq_len": t, "segments": seg_lengths, "dtype": jnp.dtype(dtype).name,
-          "max_abs_packed_vs_split_out": err_out, "max_abs_packed_vs_split_grad": err_grad,
+          "max_abs_packed_vs_split_out": err_out, "max_rel_packed_vs_split_grad": err_grad,
           "max_abs_packed_vs_fp32_xla": err_ref, "max_abs_padding_out": pad_max,
           "tolerance_out": tol, "ok": bool(ok)}
 
