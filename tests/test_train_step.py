@@ -125,3 +125,17 @@ def test_sharded_jit_trains_without_recompiling():
   # Batch really is split over the 8 devices.
   sh = step_lib.batch_shardings(mesh, batch0)["tokens"]
   assert sh.shard_shape((8, 32)) == (1, 32)
+
+
+def test_frozen_tower_state_shardings_follow_params():
+  """Frozen groups (MaskedNode in the optimizer state) and Adam moments on a real model."""
+  from configs import stage3_code_sft
+  from mage_jax.train import loop
+  c = stage3_code_sft.get_config("tiny")
+  c.data.batch_size = 8
+  t = loop.build(c, "/tmp/mage_test_build", prepare_data=False)
+  specs = {opt_lib.path_str(p): s.spec
+           for p, s in jax.tree_util.tree_flatten_with_path(t.shardings.opt_state)[0]}
+  mu = [v for k, v in specs.items() if k.endswith("mu/language_model/embed_tokens/embedding/value")]
+  assert mu and mu[0] != jax.sharding.PartitionSpec()
+  assert not any("visual" in k for k in specs)  # frozen: no Adam moments for the ViT

@@ -54,13 +54,25 @@ def batch_sharding(mesh: Mesh, ndim: int) -> NamedSharding:
 
 def state_shardings(tx: optax.GradientTransformation, abstract: TrainState,
                     param_shardings: Any, mesh: Mesh) -> TrainState:
-  """Shardings for every state leaf: Adam moments follow their param."""
+  """Shardings for every state leaf: optimizer leaves whose path ends with a
+  param's path (Adam mu/nu, inside any masking/multi_transform wrapper) and
+  have its shape follow that param; counts and other scalars are replicated.
+  Frozen groups hold MaskedNode (no leaves), so they need nothing."""
+  del tx
+  from mage_jax.train.optimizer import path_str
   rep = replicated(mesh)
-  opt_sh = optax.tree_map_params(
-      tx, lambda _, sh: sh, abstract.opt_state, param_shardings,
-      transform_non_params=lambda _: rep,
-      is_leaf=lambda x: isinstance(x, optax.MaskedNode))
-  # Masked-out entries (frozen groups) are MaskedNode leaves: keep them as-is.
+  params = {path_str(p): (leaf.shape, sh) for (p, leaf), sh in zip(
+      jax.tree_util.tree_flatten_with_path(abstract.params)[0],
+      jax.tree_util.tree_leaves(param_shardings))}
+
+  def for_leaf(path, leaf):
+    name = path_str(path)
+    for pname, (shape, sh) in params.items():
+      if (name == pname or name.endswith("/" + pname)) and tuple(leaf.shape) == tuple(shape):
+        return sh
+    return rep
+
+  opt_sh = jax.tree_util.tree_map_with_path(for_leaf, abstract.opt_state)
   return TrainState(step=rep, params=param_shardings, opt_state=opt_sh, rng=rep,
                     nonfinite_steps=rep)
 
