@@ -65,6 +65,7 @@ def test_slurm_array_script(tmp_path):
 
 def _run_train(args, tmp_path):
   env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
+  env.pop("XLA_FLAGS", None)  # one device, like a laptop (conftest sets 8)
   return subprocess.run([sys.executable, "-m", "launch.train", *args], cwd=ROOT, env=env,
                         capture_output=True, text=True, timeout=120)
 
