@@ -128,3 +128,27 @@ def test_grounding_click_hits_target_box(synth_set):
              for i, v in enumerate((x0, y0, x1, y1))]
       crop = np.asarray(im.convert("RGB"))[box[1] + 3:box[3] - 3, box[0] + 3:box[2] - 3]
     assert np.all(crop == synth.BUTTON, axis=-1).mean() > 0.5
+
+
+def test_small_screens_keep_valid_coordinates_and_targets(tmp_path):
+  """Screens smaller than the widget layout are drawn larger and downscaled."""
+  out = str(tmp_path / "small")
+  synth.generate(out, seed=3, episodes=8, grounding=3, width=320, height=200)
+  for kind in ("gui", "hybrid", "grounding"):
+    for ep in _episodes(out, kind):
+      assert tuple(ep.screen_size) == (320, 200)
+      for step in ep.steps:
+        assert tools.validate_call(step.tool_call.name, step.tool_call.arguments) is None
+        if step.observation.screenshot:
+          with Image.open(ep.image_path(step.observation.screenshot)) as im:
+            assert im.size == (320, 200)
+  for ep in _episodes(out, "grounding"):
+    x0, y0, x1, y1 = ep.meta["target_box"]
+    x, y = ep.steps[0].tool_call.arguments["coordinate"]
+    assert x0 <= x <= x1 and y0 <= y <= y1
+    with Image.open(ep.image_path(ep.steps[0].observation.screenshot)) as im:
+      box = [tools.to_pixel(v, im.width if i % 2 == 0 else im.height)
+             for i, v in enumerate((x0, y0, x1, y1))]
+      crop = np.asarray(im.convert("RGB")).astype(int)[box[1] + 3:box[3] - 3, box[0] + 3:box[2] - 3]
+    # Bicubic downscaling blurs edges, so compare colours loosely.
+    assert (np.abs(crop - np.array(synth.BUTTON)).sum(-1) < 40).mean() > 0.5

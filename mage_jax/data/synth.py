@@ -331,6 +331,9 @@ def _grounding(rng: random.Random, w: int, h: int) -> tuple[Image.Image, str, tu
   return cv.im, f"Click the '{target}' button.", boxes[target]
 
 
+MIN_LAYOUT = (640, 400)
+
+
 def _episode(ep_id: str, instruction: str, specs: list[StepSpec], images_dir: str, rel_dir: str,
              w: int, h: int, source: str, stage: int, meta: dict | None = None) -> tj.Episode:
   os.makedirs(os.path.join(images_dir, ep_id), exist_ok=True)
@@ -342,6 +345,8 @@ def _episode(ep_id: str, instruction: str, specs: list[StepSpec], images_dir: st
     shot = None
     if im is not None:
       shot = f"{rel_dir}/{ep_id}/step_{t:02d}.png"
+      if im.size != (w, h):  # drawn on a larger layout canvas; [0, 999] coordinates still hold
+        im = im.resize((w, h), Image.BICUBIC)
       im.save(os.path.join(images_dir, ep_id, f"step_{t:02d}.png"), optimize=False)
     steps.append(tj.Step(tj.Observation(shot, text), think, action, tj.ToolCall(name, args)))
   return tj.Episode(id=ep_id, instruction=instruction, steps=steps, screen_size=(w, h),
@@ -356,6 +361,9 @@ def generate(out_dir: str, seed: int = 0, episodes: int = 24, grounding: int = 8
   if not 0.0 < gui_terminal_ratio < 1.0:
     raise ValueError(f"gui_terminal_ratio must be in (0, 1), got {gui_terminal_ratio}")
   rng = random.Random(seed)
+  # Widgets have fixed pixel sizes, so small screens are drawn on a layout canvas of
+  # at least MIN_LAYOUT and downscaled; calls use relative [0, 999] coordinates.
+  lw, lh = max(width, MIN_LAYOUT[0]), max(height, MIN_LAYOUT[1])
   images_dir = os.path.join(out_dir, "images")
   by_kind: dict[str, list[tj.Episode]] = collections.defaultdict(list)
   calls: collections.Counter[str] = collections.Counter()
@@ -363,9 +371,9 @@ def generate(out_dir: str, seed: int = 0, episodes: int = 24, grounding: int = 8
   for i in range(episodes):
     gui_frac = calls[tools.COMPUTER_USE] / max(1, sum(calls.values()))
     if hybrid_every and i % hybrid_every == hybrid_every - 1:
-      kind, (instr, specs) = "hybrid", _hybrid(rng, width, height)
+      kind, (instr, specs) = "hybrid", _hybrid(rng, lw, lh)
     elif gui_frac < gui_terminal_ratio or not calls:
-      kind, (instr, specs) = "gui", rng.choice(gui_makers)(rng, width, height)
+      kind, (instr, specs) = "gui", rng.choice(gui_makers)(rng, lw, lh)
     else:
       kind, (instr, specs) = "terminal", _terminal(rng)
     ep = _episode(f"synth-{seed}-{i:04d}", instr, specs, images_dir, "images", width, height,
@@ -373,13 +381,13 @@ def generate(out_dir: str, seed: int = 0, episodes: int = 24, grounding: int = 8
     calls.update(s.tool_call.name for s in ep.steps)
     by_kind[kind].append(ep)
   for j in range(grounding):
-    im, instr, box = _grounding(rng, width, height)
+    im, instr, box = _grounding(rng, lw, lh)
     spec = [(im, None, f"The instruction asks for a button; it is drawn at {list(box)} in pixels.",
              instr.rstrip("."), tools.COMPUTER_USE,
-             {"action": "left_click", "coordinate": _center(box, width, height)})]
+             {"action": "left_click", "coordinate": _center(box, lw, lh)})]
     by_kind["grounding"].append(_episode(
         f"synth-{seed}-g{j:04d}", instr, spec, images_dir, "images", width, height,
-        source="synth_grounding", stage=1, meta={"target_box": _to_unit_box(box, width, height)}))
+        source="synth_grounding", stage=1, meta={"target_box": _to_unit_box(box, lw, lh)}))
   files = {}
   for kind in ("gui", "terminal", "hybrid", "grounding"):
     path = os.path.join(out_dir, f"{kind}.jsonl")
