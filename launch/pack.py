@@ -9,138 +9,33 @@ episode), packed with windowed best-fit-decreasing under the token and patch
 budgets, and written to <packed_dir>/<name>/shard-*.array_record.
 <packed_dir>/manifest.json holds counts of episodes, samples and bins, token and
 patch fill, skipped items by reason (reading, rendering, packing) and per-source counts.
+The work is `mage_jax.data.pack_job.pack()`; this module is only its command line.
 """
 from __future__ import annotations
 
-import collections
 import json
-import multiprocessing
-import os
-import time
-from typing import Any
 
 from absl import app, flags
 from ml_collections import config_flags
-import tqdm
 
-from mage_jax.data import packing, records, render, trajectory
-from mage_jax.data.config import source_names
+from mage_jax.data import pack_job
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file with a .data field.")
 _OUT = flags.DEFINE_string("out", None, "Output folder (default: config.data.packed_dir).")
-_WORKERS = flags.DEFINE_integer("workers", None, "Render processes (default: config.data.pack_workers; 0 = all cores).")
-
-_worker: dict[str, Any] = {}
-
-
-def _init_worker(render_cfg: dict, seq_len: int, patch_budget: int) -> None:
-  _worker["renderer"] = render.Renderer(render.RenderConfig.from_config(render_cfg))
-  _worker["budgets"] = (seq_len, patch_budget)
-
-
-def render_and_segment(job: tuple[trajectory.Episode, int, str]
-                       ) -> tuple[list[packing.Segment], dict, collections.Counter]:
-  """One episode -> its packable segments, render report, and pack skips by reason."""
-  ep, source_id, source_name = job
-  report = render.RenderReport()
-  skips: collections.Counter[str] = collections.Counter()
-  seq_len, patch_budget = _worker["budgets"]
-  segments = []
-  for s in _worker["renderer"].render_episode(ep, report):
-    s.meta.update(source_id=source_id, data_source=source_name)
-    try:
-      segments.append(packing.to_segment(s, seq_len=seq_len, patch_budget=patch_budget))
-    except packing.SkipSample as e:
-      skips[str(e)] += 1
-  return segments, report.to_dict(), skips
-
-
-def pack(data, out_dir: str, workers: int) -> dict[str, Any]:
-  """Renders and packs every source of `data`; returns (and writes) the manifest."""
-  start = time.perf_counter()
-  os.makedirs(out_dir, exist_ok=True)
-  names = source_names(data)
-  if not names:
-    raise ValueError("config.data.sources is empty: nothing to pack")
-  render_cfg = data.render.to_dict()
-  workers = workers or os.cpu_count() or 1
-  # spawn, not fork: the caller may already run JAX threads (fork could deadlock).
-  ctx = multiprocessing.get_context("spawn")
-  manifest: dict[str, Any] = dict(seq_len=data.seq_len, patch_budget=data.patch_budget,
-                                  pack_buffer=data.pack_buffer, sources={})
-  totals = packing.PackStats(data.seq_len, data.patch_budget)
-  skipped: dict[str, collections.Counter] = {k: collections.Counter() for k in ("read", "render", "pack")}
-  skipped_items: list[str] = []
-  episodes_total = rendered_total = 0
-  with ctx.Pool(workers, initializer=_init_worker,
-                initargs=(render_cfg, data.seq_len, data.patch_budget)) as pool:
-    for sid, name in enumerate(names):
-      paths = [p for p in str(data.sources[name].paths).split(",") if p]
-      read_report = trajectory.ReadReport()
-      episodes = list(trajectory.read_all(paths, report=read_report))
-      skipped["read"].update(read_report.skipped)
-      skipped_items += [str(s) for s in read_report.skipped_items]
-      stats = packing.PackStats(data.seq_len, data.patch_budget)
-      source_render = render.RenderReport()
-      bar = tqdm.tqdm(total=len(episodes), desc=f"render+pack {name}", unit="ep")
-
-      def segments():
-        for segs, rep, skips in pool.imap(render_and_segment,
-                                          [(ep, sid, name) for ep in episodes], chunksize=1):
-          source_render.merge(_report_from_dict(rep))
-          stats.skipped.update(skips)
-          bar.update(1)
-          yield from segs
-
-      bins = packing.pack_segments(segments(), data.seq_len, data.patch_budget,
-                                   data.pack_buffer, stats)
-      shards = records.write_bins(bins, os.path.join(out_dir, name), data.seq_len,
-                                  data.patch_budget, data.records_per_shard)
-      bar.close()
-      skipped["render"].update(source_render.skipped)
-      skipped["pack"].update(stats.skipped)
-      skipped_items += source_render.skipped_items
-      for k in ("bins", "samples", "tokens", "patches"):
-        setattr(totals, k, getattr(totals, k) + getattr(stats, k))
-      episodes_total += len(episodes)
-      rendered_total += source_render.samples
-      manifest["sources"][name] = dict(
-          source_id=sid, weight=data.sources[name].weight, paths=paths, episodes=len(episodes),
-          rendered_samples=source_render.samples, shards=[os.path.relpath(p, out_dir) for p in shards],
-          **{k: v for k, v in stats.as_dict().items() if k != "skipped"},
-          skipped=dict(read=dict(read_report.skipped), render=dict(source_render.skipped),
-                       pack=dict(stats.skipped)))
-  t = totals.as_dict()
-  elapsed = time.perf_counter() - start
-  manifest.update(episodes=episodes_total, rendered_samples=rendered_total, samples=t["samples"],
-                  bins=t["bins"], tokens=t["tokens"], patches=t["patches"],
-                  token_fill=t["token_fill"], patch_fill=t["patch_fill"],
-                  skipped={k: dict(v) for k, v in skipped.items()},
-                  skipped_total=sum(sum(v.values()) for v in skipped.values()),
-                  skipped_items=skipped_items, seconds=elapsed,
-                  samples_per_s=t["samples"] / max(elapsed, 1e-9), workers=workers)
-  with open(os.path.join(out_dir, "manifest.json"), "w") as f:
-    json.dump(manifest, f, indent=2)
-  return manifest
-
-
-def _report_from_dict(d: dict) -> render.RenderReport:
-  r = render.RenderReport()
-  for k, v in d.items():
-    setattr(r, k, collections.Counter(v) if k == "skipped" else v)
-  return r
+_WORKERS = flags.DEFINE_integer("workers", None, "Render processes (default: config.data.pack_workers; "
+                                "0 = all cores, 1 = in this process).")
 
 
 def main(argv):
   del argv
   config = _CONFIG.value
-  if "data" not in config:
-    raise app.UsageError("the config has no .data field")
+  if config is None or "data" not in config:
+    raise app.UsageError("--config is required and must have a .data field")
   out = _OUT.value or config.data.packed_dir
   if not out:
     raise app.UsageError("no output folder: pass --out or set config.data.packed_dir")
   workers = _WORKERS.value if _WORKERS.value is not None else config.data.pack_workers
-  m = pack(config.data, out, workers)
+  m = pack_job.pack(config.data, out, workers)
   summary = {k: m[k] for k in ("episodes", "samples", "bins", "token_fill", "patch_fill",
                                "skipped", "samples_per_s")}
   summary["per_source"] = {n: {k: s[k] for k in ("episodes", "samples", "bins")}

@@ -4,70 +4,22 @@
 
 Reads <workdir>/metrics.jsonl, or <workdir>/<stage>/metrics.jsonl for each stage
 of a curriculum workdir, and writes <workdir>/plots/{loss,throughput}.png.
+The logic is `mage_jax.train.plots`; this module is only its command line.
 """
 from __future__ import annotations
 
-import os
-
 from absl import app, flags
 
-# The flag is defined only when run as a script, so launch.curriculum can import plot().
+from mage_jax.train import plots
 
-
-def runs(workdir: str) -> dict[str, list[dict]]:
-  from mage_jax.train.metrics import read_metrics
-  if os.path.exists(os.path.join(workdir, "metrics.jsonl")):
-    return {os.path.basename(os.path.normpath(workdir)): read_metrics(workdir)}
-  out = {}
-  for name in sorted(os.listdir(workdir)):
-    if os.path.exists(os.path.join(workdir, name, "metrics.jsonl")):
-      out[name] = read_metrics(os.path.join(workdir, name))
-  return out
-
-
-def _per_step(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
-  by_step = {r["step"]: r[key] for r in rows if key in r and "step" in r}
-  steps = sorted(by_step)
-  return steps, [by_step[s] for s in steps]
-
-
-def plot(workdir: str) -> list[str]:
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-  data = runs(workdir)
-  if not data:
-    raise FileNotFoundError(f"no metrics.jsonl under {workdir}")
-  out_dir = os.path.join(workdir, "plots")
-  os.makedirs(out_dir, exist_ok=True)
-  written = []
-  for key, ylabel, fname in (("loss", "train loss", "loss.png"),
-                             ("train/tokens_per_s", "tokens/s", "throughput.png")):
-    fig, ax = plt.subplots(figsize=(8, 4))
-    offset = 0
-    for name, rows in data.items():
-      steps, values = _per_step(rows, key)
-      if steps:
-        ax.plot([offset + s for s in steps], values, marker=".", label=name)
-        offset += max(steps)
-    ax.set_xlabel("step (stages concatenated)" if len(data) > 1 else "step")
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    path = os.path.join(out_dir, fname)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    written.append(path)
-  return written
+_WORKDIR = flags.DEFINE_string("workdir", None, "Run or curriculum directory.", required=True)
 
 
 def main(argv):
   del argv
-  for p in plot(flags.FLAGS.workdir):
+  for p in plots.plot(_WORKDIR.value):
     print(f"wrote {p}")
 
 
 if __name__ == "__main__":
-  flags.DEFINE_string("workdir", None, "Run or curriculum directory.", required=True)
   app.run(main)

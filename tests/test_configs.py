@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from configs import common
-from launch import sweep as sweep_lib
+from mage_jax.train import sweep as sweep_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAGES = ["stage1_midtrain", "stage2_gui_sft", "stage3_code_sft", "stage4_hybrid_sft", "stage5_rl"]

@@ -1,5 +1,5 @@
 """Grain pipeline: determinism, state restore, mixtures, process sharding, global arrays,
-on-the-fly packing, and bad input end-to-end through launch.pack."""
+on-the-fly packing, and bad input end-to-end through mage_jax.data.pack_job (launch.pack's library)."""
 from __future__ import annotations
 
 import json
@@ -181,7 +181,7 @@ def test_on_the_fly_packing_from_samples():
   _assert_same(expected, _take(again, 2))
 
 
-# --- bad input end to end through launch.pack ------------------------------------------------
+# --- bad input end to end through pack_job ----------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -220,8 +220,8 @@ def bad_set(tmp_path_factory):
   return root, good
 
 
-def test_bad_input_end_to_end_through_launch_pack(bad_set, tmp_path):
-  from launch import pack
+def test_bad_input_end_to_end_through_pack_job(bad_set, tmp_path):
+  from mage_jax.data import pack_job as pack
   root, good = bad_set
   c = default_data_config()
   c.sources = sources_config({"mixed": (os.path.join(root, "mixed.jsonl"), 1.0)})
@@ -268,8 +268,8 @@ def test_inspect_marks_trained_spans_images_and_segments(bad_set, tmp_path):
   c = default_data_config()
   c.sources = sources_config({"gui": (os.path.join(root, "gui.jsonl"), 1.0)})
   c.seq_len, c.patch_budget, c.pack_buffer, c.render.context_len = 4096, 12288, 32, 4096
-  from launch import pack
-  pack.pack(c, str(tmp_path), workers=1)
+  from mage_jax.data import pack_job
+  pack_job.pack(c, str(tmp_path), workers=1)
   rec = next(iter(records.read_records(records.shard_paths(str(tmp_path / "gui")))))
   b, meta = records.decode_bin(rec), records.decode_meta(rec)
   text = insp.describe_bin(b, meta, tok_lib.load_tokenizer())

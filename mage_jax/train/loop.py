@@ -136,26 +136,14 @@ def prepare(config: ml_collections.ConfigDict, workdir: str) -> ml_collections.C
 
 
 def run_pack(data: ml_collections.ConfigDict, out_dir: str, workers: int = 1) -> None:
-  """launch.pack's `pack()` in a child process (launch.pack defines absl flags at
-  import, which would clash with the caller's --config)."""
-  import subprocess
-  import sys
-  import tempfile
-  os.makedirs(out_dir, exist_ok=True)
-  with tempfile.NamedTemporaryFile("w", suffix=".json", dir=out_dir, delete=False) as f:
-    json.dump(data.to_dict(), f)
-  code = ("import json, sys, ml_collections; from launch import pack; "
-          "pack.pack(ml_collections.ConfigDict(json.load(open(sys.argv[1]))), sys.argv[2], "
-          "int(sys.argv[3]))")
-  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-  try:
-    proc = subprocess.run([sys.executable, "-c", code, f.name, out_dir, str(workers)], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-  finally:
-    os.remove(f.name)
-  if proc.returncode:
-    raise RuntimeError(f"packing into {out_dir} failed:\n{proc.stdout[-4000:]}")
+  """Render and pack the JSONL sources into `out_dir` (mage_jax.data.pack_job).
+
+  Safe in the trainer's process, which already runs JAX threads: workers == 1
+  renders here without forking, and more workers use a spawn-context pool."""
+  from mage_jax.data import pack_job
+  m = pack_job.pack(data, out_dir, workers)
+  print(f"packed {m['samples']} samples into {m['bins']} bins ({m['skipped_total']} skipped; "
+        f"token fill {m['token_fill']:.2f})", flush=True)
 
 
 def _shards(d: str) -> list[str]:

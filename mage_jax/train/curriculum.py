@@ -1,0 +1,111 @@
+"""The Mage-VL-Cowork curriculum: SFT stages in order (the logic of launch.curriculum).
+
+Each stage trains in <workdir>/<stage> with its own config file
+(`config.stages.<name>.config`, same arg as the curriculum's), starting from
+the previous stage's final params (`init.from_dir`); stage 1 starts from
+`config.init_from` (an HF dir) or fresh. A completed stage (summary.json +
+final params) is not rebuilt: its summary is read back, so a rerun resumes at
+the first unfinished stage. Synthetic data (tiny) is made once in
+<workdir>/synth and shared by every stage.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import ml_collections
+
+from configs.common import load_config_module
+
+
+def load_stage_config(path: str, arg: str) -> ml_collections.ConfigDict:
+  return load_config_module(path).get_config(arg or None)
+
+
+def apply_overrides(cfg: ml_collections.ConfigDict, overrides: str) -> None:
+  """'a.b=1;c=x' -> fields (values parsed as JSON where possible); unknown fields raise."""
+  for item in [x for x in overrides.split(";") if x.strip()]:
+    key, value = item.split("=", 1)
+    try:
+      value = json.loads(value)
+    except json.JSONDecodeError:
+      pass
+    node = cfg
+    parts = key.strip().split(".")
+    for p in parts[:-1]:
+      if p not in node:
+        raise KeyError(f"override {key!r}: no such config field")
+      node = node[p]
+    if parts[-1] not in node:
+      raise KeyError(f"override {key!r}: no such config field")
+    node[parts[-1]] = value
+
+
+def stage_list(config: ml_collections.ConfigDict) -> list[tuple[str, ml_collections.ConfigDict]]:
+  items = sorted(config.stages.items(), key=lambda kv: kv[1].order)
+  return [(name, s) for name, s in items if s.enabled]
+
+
+def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.ConfigDict,
+                 previous: str, synth_out: str) -> ml_collections.ConfigDict:
+  """One stage's resolved config: its file + shared synth settings + overrides."""
+  cfg = load_stage_config(stage.config, config.arg)
+  cfg.init.from_dir = previous or ""
+  if config.synth.enabled:
+    cfg.synth.enabled = True
+    for k in ("seed", "episodes", "grounding", "width", "height"):
+      cfg.synth[k] = config.synth[k]
+    cfg.synth.out = synth_out
+  apply_overrides(cfg, stage.overrides)
+  return cfg
+
+
+def run(config: ml_collections.ConfigDict, workdir: str) -> list[dict]:
+  """Train every enabled stage in order; returns one table row per finished stage."""
+  from configs import models as model_presets
+  from mage_jax.train import checkpoint as ckpt_lib
+  from mage_jax.train import flops as flops_lib
+  from mage_jax.train import loop
+  os.makedirs(workdir, exist_ok=True)
+  synth_out = os.path.join(os.path.abspath(workdir), "synth")
+  previous = config.init_from
+  rows = []
+  for name, s in stage_list(config):
+    cfg = stage_config(config, s, previous, synth_out)
+    stage_dir = os.path.join(workdir, name)
+    summary_path = os.path.join(stage_dir, loop.SUMMARY)
+    done = os.path.exists(summary_path) and ckpt_lib.has_final_params(stage_dir)
+    print(f"=== {name} ({'complete, skipping' if done else 'training'}) -> {stage_dir}", flush=True)
+    if done:
+      with open(summary_path) as f:
+        summary = json.load(f)
+    else:
+      summary = loop.train(cfg, stage_dir)
+    if summary.get("stopped"):
+      print(f"{name} stopped early; rerun the same command to resume", flush=True)
+      return rows
+    model_cfg = model_presets.build_model_config(cfg.model)
+    seq = cfg.data.seq_len
+    run_flops = flops_lib.stage_flops(model_cfg, bins=summary["steps"] * cfg.data.batch_size,
+                                      epochs=1, seq_len=seq)
+    paper = (flops_lib.stage_flops(model_cfg, bins=cfg.train.paper_bins,
+                                   epochs=cfg.train.num_epochs, seq_len=seq)["flops_6nd"]
+             if cfg.train.paper_bins else 0.0)
+    rows.append(dict(stage=name, steps=summary["steps"], tokens=summary["tokens"],
+                     first_loss=summary["first_loss"], final_loss=summary["final_loss"],
+                     flops_6nd=run_flops["flops_6nd"], flops_total=run_flops["flops_total"],
+                     paper_flops_6nd=paper, wall_s=summary["wall_s"], eval=summary.get("eval", {})))
+    previous = os.path.abspath(stage_dir)
+  return rows
+
+
+def format_table(rows: list[dict]) -> str:
+  """Per-stage table: steps, trained tokens, first/final loss, FLOPs (6·N·D and all), wall time."""
+  head = f"{'stage':<20} {'steps':>6} {'trained tok':>12} {'first loss':>10} {'final loss':>10} " \
+         f"{'FLOPs 6ND':>10} {'FLOPs all':>10} {'wall s':>8}"
+  lines = [head, "-" * len(head)]
+  for r in rows:
+    lines.append(f"{r['stage']:<20} {r['steps']:>6} {r['tokens']:>12.0f} {r['first_loss']:>10.4f} "
+                 f"{r['final_loss']:>10.4f} {r['flops_6nd']:>10.3g} {r['flops_total']:>10.3g} "
+                 f"{r['wall_s']:>8.1f}")
+  return "\n".join(lines)
