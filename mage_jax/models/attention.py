@@ -11,15 +11,21 @@ both carry the same nonzero segment id and, if `causal`, kv_pos <= q_pos
 zeros, never NaN. Logits and softmax are fp32; output has q's dtype.
 
 Backends (chosen explicitly; nothing falls back silently):
-- "xla": einsum + mask. Memory O(T*S) per head; for T above `q_chunk` the
-  queries are processed in rematerialised chunks so backward memory stays
-  O(q_chunk*S) per chunk. Used on CPU and for decode with a KV cache.
-- "pallas_gpu": the segment-aware flash kernel of
-  `jax.experimental.pallas.ops.gpu.attention.mha` (Triton). It takes one
-  segment-id array for q and kv, so it needs T == S and treats causality by
-  slot index: valid for packed rows where each segment is contiguous and its
-  positions increase with the slot (our packed layout). Sequences are padded
-  to the block size with segment 0; kv heads are repeated for GQA.
+- "xla": einsum + mask. Used on CPU and for decode with a KV cache.
+  Causal packed self-attention (T == S and the *same* segment-id and position
+  arrays passed for q and kv, as the decoder does) runs in query blocks of
+  `causal_block` slots, block i attending only to keys [0, end of block i]:
+  the upper triangle is never computed. That relies on positions increasing
+  with the slot inside each segment (our packed layout); it is checked
+  (ValueError on concrete inputs, NaN rows under jit). Other calls compute
+  the full T×S logits. Memory O(T*S) per head; for T above `q_chunk` every
+  query block/chunk is rematerialised so backward memory stays
+  O(block*S).
+- "pallas_gpu": our segment-aware flash kernel (`flash_attention.py`, Pallas
+  → Triton): per query block it loops only over the key blocks that can share
+  a segment with it (and only up to the diagonal when causal); backward
+  likewise. Needs T == S and one segment-id array (packed self-attention),
+  contiguous segments, causal by slot. Not yet run on a GPU: see that module.
 - "pallas_interpret": the same kernel with interpret=True (runs on CPU; tests).
 - "cudnn": not implemented for segment ids: `jax.nn.dot_product_attention`
   has no segment-id argument and cuDNN's packed (offset) layout is not wired;
@@ -32,23 +38,36 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from mage_jax.models import flash_attention as flash
+
 BACKENDS = ("xla", "pallas_gpu", "pallas_interpret", "cudnn")
 DEFAULT_Q_CHUNK = 2048
-PALLAS_BLOCK = 128
+# XLA causal blocking: 64-query blocks (fastest of 32..256 for the small bench
+# config's attention fwd+bwd on CPU); long rows use at most MAX_CAUSAL_BLOCKS blocks
+# so the unrolled HLO stays small.
+DEFAULT_CAUSAL_BLOCK = 64
+MAX_CAUSAL_BLOCKS = 32
 
 
 def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, q_segment_ids: jax.Array,
               kv_segment_ids: jax.Array, causal: bool, backend: str = "xla",
               q_positions: jax.Array | None = None, kv_positions: jax.Array | None = None,
-              scale: float | None = None, q_chunk: int | None = DEFAULT_Q_CHUNK) -> jax.Array:
+              scale: float | None = None, q_chunk: int | None = DEFAULT_Q_CHUNK,
+              causal_block: int = DEFAULT_CAUSAL_BLOCK,
+              block_sizes: flash.BlockSizes | None = None) -> jax.Array:
   _check_shapes(q, k, v, q_segment_ids, kv_segment_ids)
   scale = q.shape[-1] ** -0.5 if scale is None else scale
   if backend == "xla":
+    if causal and _is_packed_self_attention(q, k, q_segment_ids, kv_segment_ids, q_positions,
+                                            kv_positions):
+      return _xla_causal_blocked(q, k, v, q_segment_ids, q_positions, scale, causal_block,
+                                 q_chunk)
     return _xla_attention(q, k, v, q_segment_ids, kv_segment_ids, causal, q_positions,
                           kv_positions, scale, q_chunk)
   if backend in ("pallas_gpu", "pallas_interpret"):
     return _pallas_attention(q, k, v, q_segment_ids, kv_segment_ids, causal, q_positions,
-                             kv_positions, scale, interpret=backend == "pallas_interpret")
+                             kv_positions, scale, block_sizes,
+                             interpret=backend == "pallas_interpret")
   if backend == "cudnn":
     raise NotImplementedError(
         "attention backend 'cudnn' cannot honour segment ids: "
@@ -73,6 +92,33 @@ def _check_shapes(q, k, v, q_seg, kv_seg) -> None:
 
 
 # ----------------------------------------------------------------------------- xla
+
+
+def _is_packed_self_attention(q, k, q_seg, kv_seg, q_pos, kv_pos) -> bool:
+  """Static test: one packed row attending to itself (the decoder's training call)."""
+  return q.shape[1] == k.shape[1] and q_seg is kv_seg and q_pos is kv_pos
+
+
+def _xla_causal_blocked(q, k, v, seg, pos, scale, block, q_chunk):
+  """Causal self-attention in query blocks; block i sees keys [0, end of block i] only."""
+  t = q.shape[1]
+  block = max(block, -(-t // MAX_CAUSAL_BLOCKS))
+  given = pos is not None
+  if not given:
+    pos = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), seg.shape)
+  fn = functools.partial(_xla_block, causal=True, scale=scale)
+  if q_chunk is not None and t > q_chunk:
+    fn = jax.checkpoint(fn)  # long rows: backward keeps O(block*T) live, not O(T*T)
+  outs = []
+  for start in range(0, t, block):
+    end = min(start + block, t)
+    outs.append(fn(q[:, start:end], k[:, :end], v[:, :end], seg[:, start:end], seg[:, :end],
+                   pos[:, start:end], pos[:, :end]))
+  out = outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=1)
+  if not given:
+    return out
+  return flash.raise_or_poison(flash.position_violations(seg, pos), out, "xla causal attention",
+                               "positions increasing with the slot inside each segment")
 
 
 def _xla_attention(q, k, v, q_seg, kv_seg, causal, q_pos, kv_pos, scale, q_chunk):
@@ -110,58 +156,54 @@ def _xla_block(q, k, v, q_seg, kv_seg, q_pos, kv_pos, *, causal: bool, scale: fl
   b, t, hq, d = q.shape
   hkv = k.shape[2]
   g = hq // hkv
-  qg = q.reshape(b, t, hkv, g, d)  # grouped view: no repeated kv copies
+  # Scale the [T, D] queries, not the [T, S] logits, where that costs no precision.
+  fold = q.dtype == jnp.float32
+  qg = (q * scale if fold else q).reshape(b, t, hkv, g, d)  # grouped view: no kv copies
   logits = jnp.einsum("btkgd,bskd->bkgts", qg, k, preferred_element_type=jnp.float32)
-  logits = logits * scale
+  if not fold:
+    logits = logits * scale
   mask = (q_seg[:, :, None] == kv_seg[:, None, :]) & (q_seg[:, :, None] != 0)
   if causal:
     mask = mask & (kv_pos[:, None, :] <= q_pos[:, :, None])
-  mask = mask[:, None, None]  # [B, 1, 1, T, S]
-  logits = jnp.where(mask, logits, -1e30)
-  m = jnp.max(logits, axis=-1, keepdims=True)
+  logits = jnp.where(mask[:, None, None], logits, -1e30)  # mask [B, 1, 1, T, S]
+  # The max is a shift only (softmax is invariant to it): no gradient through it.
+  m = jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
   p = jnp.exp(logits - m)
-  p = jnp.where(mask, p, 0.0)  # fully masked rows: all zero, not uniform
-  denom = jnp.sum(p, axis=-1, keepdims=True)
-  p = p / jnp.maximum(denom, 1e-30)
-  out = jnp.einsum("bkgts,bskd->btkgd", p.astype(v.dtype), v,
-                   preferred_element_type=jnp.float32)
+  denom = jnp.sum(p, axis=-1)  # >= 1: the max term is exp(0)
+  out = jnp.einsum("bkgts,bskd->bkgtd", p.astype(v.dtype), v,
+                   preferred_element_type=jnp.float32) / denom[..., None]
+  # A row with no visible key (padding) had p uniform over masked keys: zero it on
+  # the [T, D] output rather than masking p over [T, S].
+  out = jnp.where(m > -1e29, out, 0.0)
+  out = jnp.einsum("bkgtd->btkgd", out)
   return out.reshape(b, t, hq, d).astype(q.dtype)
 
 
 # -------------------------------------------------------------------------- pallas
 
 
-def _pallas_attention(q, k, v, q_seg, kv_seg, causal, q_pos, kv_pos, scale, *, interpret):
-  from jax.experimental.pallas.ops.gpu import attention as pallas_attention
-
-  b, t, hq, d = q.shape
-  s, hkv = k.shape[1], k.shape[2]
+def _pallas_attention(q, k, v, q_seg, kv_seg, causal, q_pos, kv_pos, scale, block_sizes, *,
+                      interpret):
+  t, s = q.shape[1], k.shape[1]
   if t != s:
     raise NotImplementedError(
-        f"pallas attention needs q and kv of equal length (got T={t}, S={s}); "
+        f"pallas attention is packed self-attention: q and kv lengths differ (T={t}, S={s}); "
         "use backend 'xla' for KV-cache decode")
-  del q_pos, kv_pos  # causality by slot index; see module docstring
-  if hq != hkv:
-    k = jnp.repeat(k, hq // hkv, axis=2)
-    v = jnp.repeat(v, hq // hkv, axis=2)
-  block = min(PALLAS_BLOCK, _next_pow2(t)) if interpret else PALLAS_BLOCK
-  pad = (-t) % block
-  seg = q_seg.astype(jnp.int32)
-  if pad:
-    widths = ((0, 0), (0, pad), (0, 0), (0, 0))
-    q, k, v = (jnp.pad(x, widths) for x in (q, k, v))
-    seg = jnp.pad(seg, ((0, 0), (0, pad)))
-  # kv segments equal q segments here (T == S, same packed row); check cheaply when concrete.
-  del kv_seg
-  sizes = pallas_attention.BlockSizes(block_q=block, block_k=block, block_q_dkv=min(block, 32),
-                                      block_kv_dkv=min(block, 32), block_q_dq=min(block, 32),
-                                      block_kv_dq=min(block, 32))
-  out = pallas_attention.mha(q, k, v, seg, sm_scale=scale, causal=causal, block_sizes=sizes,
-                             interpret=interpret)
-  out = out[:, :t]
-  # Padding rows (segment 0) attended each other inside the kernel; zero them.
-  return jnp.where((q_seg != 0)[:, :, None, None], out, 0).astype(q.dtype)
-
-
-def _next_pow2(n: int) -> int:
-  return 1 << max(0, (n - 1).bit_length())
+  # The kernel reads one segment-id array (and, causal, one position array) for q and kv.
+  checks = []
+  if kv_seg is not q_seg:
+    checks.append(jnp.any(q_seg != kv_seg, axis=1))
+  positions = None
+  if causal and (q_pos is not None or kv_pos is not None):
+    slots = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), q_seg.shape)
+    positions = slots if q_pos is None else q_pos
+    kv_positions = slots if kv_pos is None else kv_pos
+    if kv_positions is not positions:
+      checks.append(jnp.any(positions != kv_positions, axis=1))
+  out = flash.segment_flash_attention(q, k, v, q_seg, causal=causal, scale=scale,
+                                      positions=positions,
+                                      block_sizes=block_sizes, interpret=interpret)
+  for bad in checks:
+    out = flash.raise_or_poison(bad, out, "pallas attention",
+                                "q and kv segment ids (and positions) must be equal")
+  return out
