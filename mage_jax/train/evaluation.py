@@ -1,8 +1,8 @@
 """Evaluation during training.
 
 - Held-out loss per data source: packed held-out shards (`eval.heldout_dir`,
-  one sub-folder per source like training) through the jitted eval step;
-  per-source token-mean NLL and accuracy from `source_ids`.
+  one sub-folder per source like training), each source on its own through
+  the jitted eval step; token-mean NLL and accuracy per source.
 - Click accuracy on grounding episodes (`eval.click_jsonl`; the paper's
   stage-1 measure): render the prompt of the episode's single step, greedy
   generate, parse the tool call (mage_jax.agent.parsing) and count a hit when
@@ -20,49 +20,71 @@ import ml_collections
 import numpy as np
 
 
+def _heldout_batches(paths: list[str], max_bins: int, batch_size: int):
+  """Host batches [batch_size, ...] of this process's share of the first `max_bins`
+  bins of `paths`; the last batch is padded with empty bins (no trained tokens),
+  so every bin is evaluated exactly once whatever the count."""
+  import itertools
+  from mage_jax.data import records
+  pc, pi = jax.process_count(), jax.process_index()
+  per = batch_size // pc
+  records_ = itertools.islice(records.read_records(paths), max_bins)
+  mine = (r for i, r in enumerate(records_) if i % pc == pi)
+  empty = None
+  while True:
+    rows = [records.decode_bin(r) for r in itertools.islice(mine, per)]
+    # Every process runs the same number of batches: stop only when all are out of bins.
+    if not _any_process(bool(rows)):
+      return
+    if empty is None and rows:
+      empty = {k: np.zeros_like(v) for k, v in rows[0].items()}
+      empty["source_ids"] = np.full_like(rows[0]["source_ids"], -1)
+    if empty is None:  # this process has no bins at all but others do
+      raise ValueError(f"held-out shards {paths[:1]}...: fewer bins than processes")
+    rows += [empty] * (per - len(rows))
+    yield {k: np.stack([r[k] for r in rows]) for k in rows[0]}
+
+
+def _any_process(flag: bool) -> bool:
+  if jax.process_count() == 1:
+    return flag
+  from jax.experimental import multihost_utils
+  return bool(np.any(multihost_utils.process_allgather(np.asarray(flag))))
+
+
 def heldout_loss(t: Any, params: Any, config: ml_collections.ConfigDict) -> dict[str, float]:
-  from mage_jax.data import pipeline
+  """Per training source with a <eval.heldout_dir>/<source>/ folder of packed shards:
+  token-mean NLL and accuracy over its first eval.num_batches × batch_size bins.
+
+  Sources are evaluated one at a time and every trained token of a source's
+  shards counts for that source, whatever source ids the held-out packing
+  stored, so the result is exact per source (not a sample of a mixture)."""
+  from mage_jax.data import pipeline, records
   from mage_jax.data.config import source_names
   from mage_jax.train import step as step_lib
-  d = ml_collections.ConfigDict(t.data.to_dict())
-  d.packed_dir = config.eval.heldout_dir
-  for n in d.sources.keys():
-    d.sources[n].packed_dir = ""
-  d.num_epochs = 1
-  d.worker_count = 0
-  names = source_names(d)
-  present = [n for n in names if os.path.isdir(os.path.join(d.packed_dir, n))]
-  if not present:
-    return {}
-  for n in names:
-    if n not in present:
-      del d.sources[n]
-  it = pipeline.make_iterator(d)
+  names = source_names(t.data)
   scfg = step_lib.StepConfig(**config.step.to_dict())
-  fn = jax.jit(lambda p, b: step_lib.eval_step(t.graphdef, t.rest, scfg, p, b, len(names)))
-  nll = np.zeros(len(names))
-  correct = np.zeros(len(names))
-  tokens = np.zeros(len(names))
-  for _ in range(config.eval.num_batches):
-    try:
-      batch = next(it)
-    except StopIteration:
-      break
-    # Held-out source ids follow the held-out config's order; map them to the training order.
-    batch = dict(batch)
-    sub = source_names(d)
-    remap = np.array([names.index(n) for n in sub] + [-1])
-    batch["source_ids"] = np.where(batch["source_ids"] >= 0, remap[batch["source_ids"]], -1)
-    with jax.set_mesh(t.mesh):
-      out = jax.device_get(fn(params, pipeline.to_global(batch, t.mesh, tuple(d.data_axes))))
-    nll += out["nll_sum"]
-    correct += out["correct_sum"]
-    tokens += out["tokens"]
-  res = {}
-  for i, n in enumerate(names):
-    if tokens[i] > 0:
-      res[f"heldout_loss/{n}"] = float(nll[i] / tokens[i])
-      res[f"heldout_accuracy/{n}"] = float(correct[i] / tokens[i])
+  fn = jax.jit(lambda p, b: step_lib.eval_step(t.graphdef, t.rest, scfg, p, b, 1))
+  max_bins = config.eval.num_batches * t.data.batch_size
+  res: dict[str, float] = {}
+  for name in names:
+    d = os.path.join(config.eval.heldout_dir, name)
+    if not os.path.isdir(d):
+      continue
+    nll = correct = tokens = 0.0
+    bins = 0
+    for batch in _heldout_batches(records.shard_paths(d), max_bins, t.data.batch_size):
+      bins += int(np.count_nonzero(batch["segment_ids"].max(axis=1)))
+      batch["source_ids"] = np.where(batch["segment_ids"] > 0, 0, -1).astype(np.int32)
+      with jax.set_mesh(t.mesh):
+        out = jax.device_get(fn(params, pipeline.to_global(batch, t.mesh, tuple(t.data.data_axes))))
+      nll += float(out["nll_sum"][0])
+      correct += float(out["correct_sum"][0])
+      tokens += float(out["tokens"][0])
+    res[f"heldout_bins/{name}"] = float(bins)
+    if tokens > 0:
+      res[f"heldout_loss/{name}"] = nll / tokens
+      res[f"heldout_accuracy/{name}"] = correct / tokens
   return res
 
 

@@ -188,8 +188,9 @@ def params_from_hf(path: str, vision_dir: str, fresh_params: Any, model_cfg: Any
   from mage_jax.models.config import MageVLConfig
   from mage_jax.weights import hf
   src_cfg, (_, src_state) = hf.load_hf(path, mesh=mesh, return_state=True)
-  src = src_state.to_pure_dict()
-  ours = fresh_params.to_pure_dict()
+  import flax.nnx as nnx
+  src = nnx.to_pure_dict(src_state)
+  ours = nnx.to_pure_dict(fresh_params)
   if not isinstance(model_cfg, MageVLConfig):
     ours = src
   elif isinstance(src_cfg, MageVLConfig):
@@ -200,10 +201,10 @@ def params_from_hf(path: str, vision_dir: str, fresh_params: Any, model_cfg: Any
       ours["lm_head"] = src.get("lm_head") or {"kernel": src["model"]["embed_tokens"]["embedding"].T}
   if vision_dir:
     _, (_, vstate) = hf.load_hf(vision_dir, mesh=mesh, return_state=True)
-    ours["visual"] = vstate.to_pure_dict()["visual"]
+    ours["visual"] = nnx.to_pure_dict(vstate)["visual"]
   params = jax.tree_util.tree_map(lambda x: x, fresh_params)
   try:
-    params.replace_by_pure_dict(ours)
+    nnx.replace_by_pure_dict(params, ours)
   except (KeyError, ValueError) as e:
     raise ConfigError(f"config.init.from_dir={path!r} does not fit the configured model: {e}") from None
   expected = state_lib.param_shapes(fresh_params)

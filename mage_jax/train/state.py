@@ -123,6 +123,16 @@ def param_shapes(params: Any) -> dict[str, tuple[tuple[int, ...], str]]:
   return out
 
 
+def flat_paths(params: Any) -> dict[str, Any]:
+  """{'language_model/embed_tokens/embedding': leaf, ...} (nnx's trailing '/value' dropped)."""
+  from mage_jax.train.optimizer import path_str
+  out = {}
+  for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+    name = path_str(path)
+    out[name[:-len("/value")] if name.endswith("/value") else name] = leaf
+  return out
+
+
 def count_params(params: Any, prefix: str | None = None) -> int:
   from mage_jax.train.optimizer import path_str
   total = 0
