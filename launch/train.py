@@ -5,7 +5,9 @@
       --config.init.from_dir=workdirs/stage3 --config.optimizer.learning_rate=2e-5
 
 `--config.<field>=...` overrides any field (unknown fields are an error). The
-workdir auto-resumes from its latest good checkpoint; SIGTERM saves and exits.
+workdir auto-resumes from its latest good checkpoint. SIGTERM finishes the
+current step, saves a checkpoint at it and exits with status 0 (the printed
+summary has "stopped": true); rerun the same command to continue.
 Multi-host: jax.distributed is initialised from SLURM variables or
 --coordinator/--num_processes/--process_id (see launch/slurm/train.sbatch).
 """

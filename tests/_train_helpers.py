@@ -10,14 +10,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def write_bins(directory: str, n: int, seq_len: int, seed: int = 0, source_id: int = 0,
                vocab: int = 2000, train_from: float = 0.5) -> None:
   """n text-only bins of two random segments each into <directory> (ArrayRecord shards);
-  the loss mask trains each segment from `train_from` of its length on."""
+  the loss mask trains each segment from `train_from` of its length on. The two
+  segments fill the row exactly, so no pad token (id 151643) appears and a model
+  with a small vocabulary (> `vocab`) can train on the bins."""
   from mage_jax.data import packing, records
   rng = np.random.default_rng(seed)
   bins = []
   for i in range(n):
     segs = []
-    for j, length in enumerate((rng.integers(seq_len // 4, seq_len // 2),
-                                rng.integers(seq_len // 4, seq_len // 2))):
+    first = int(rng.integers(seq_len // 4, 3 * seq_len // 4))
+    for j, length in enumerate((first, seq_len - first)):
       toks = rng.integers(0, vocab, length).astype(np.int32)
       mask = np.zeros(length, bool)
       mask[int(length * train_from):] = True

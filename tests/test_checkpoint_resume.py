@@ -1,8 +1,11 @@
-"""Checkpoints: SIGKILL + resume reproduces the uninterrupted run exactly; fallback
-to the previous checkpoint when the latest is unreadable; clear mismatch errors."""
+"""Checkpoints: SIGTERM (clean save and exit 0) and SIGKILL + resume reproduce the
+uninterrupted run exactly; fallback to the previous checkpoint when the latest is
+unreadable; clear mismatch errors; log.profile_steps writes a trace."""
+import glob
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -15,43 +18,31 @@ import numpy as np
 import pytest
 
 from mage_jax.train import checkpoint as ckpt_lib
+from tests._train_helpers import ROOT, subprocess_env, write_bins
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ = 128
+STEPS = 30  # many cheap steps, so the signals land well before the end
+VOCAB = 2048  # the bins use ids < 2000 and no pad token, so a small head is enough
 
 
-def write_bins(directory: str, n: int = 24, seed: int = 0) -> None:
-  from mage_jax.data import packing, records
-  rng = np.random.default_rng(seed)
-  bins = []
-  for i in range(n):
-    segs = []
-    for j, length in enumerate((rng.integers(30, 60), rng.integers(30, 60))):
-      toks = rng.integers(0, 2000, length).astype(np.int32)
-      mask = np.zeros(length, bool)
-      mask[length // 2:] = True
-      segs.append(packing.Segment(tokens=toks, loss_mask=mask,
-                                  patches=np.zeros((0, 768), np.uint8),
-                                  patch_positions=np.zeros((0, 3), np.int32), image_patches=[],
-                                  source_id=0, meta={"episode_id": f"b{i}-{j}"}))
-    bins.append(packing.PackedBin(segs))
-  records.write_bins(bins, os.path.join(directory, "gui"), SEQ, 4, 8)
-
-
-def train_args(workdir: str, packed: str, steps: int = 8) -> list[str]:
+def train_args(workdir: str, packed: str, *extra: str) -> list[str]:
   return [sys.executable, "-m", "launch.train", "--config=configs/stage2_gui_sft.py:tiny",
           f"--workdir={workdir}", "--config.synth.enabled=False", f"--config.data.packed_dir={packed}",
           f"--config.data.seq_len={SEQ}", "--config.data.patch_budget=4",
-          "--config.model.arch=qwen3", f"--config.train.total_steps={steps}",
+          "--config.model.arch=qwen3", f"--config.model.text.vocab_size={VOCAB}",
+          f"--config.train.total_steps={STEPS}",
           "--config.checkpoint.every_steps=2", "--config.log.batch_fingerprints=True",
           "--config.log.every_steps=1", "--config.log.tensorboard=False",
           "--config.log.peak_tflops_per_device=1.0", "--config.eval.click_jsonl=",
-          "--config.data.batch_size=2", "--config.step.loss_chunk_size=32"]
+          "--config.data.batch_size=2", "--config.step.loss_chunk_size=32", *extra]
 
 
 def per_step(workdir: str) -> dict[int, dict]:
   out = {}
-  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+  path = os.path.join(workdir, "metrics.jsonl")
+  if not os.path.exists(path):
+    return out
+  with open(path) as f:
     for line in f:
       r = json.loads(line)
       if "bins" in r:
@@ -59,45 +50,74 @@ def per_step(workdir: str) -> dict[int, dict]:
   return out
 
 
-def _env():
-  return dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT, XLA_FLAGS="")
+def _start_and_signal(args, env, workdir: str, at_step: int, sig: int, log_path: str):
+  """Start a run, send `sig` once it has logged `at_step`; returns (returncode, stdout)."""
+  with open(log_path, "w") as log:
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+      if max(per_step(workdir), default=0) >= at_step:
+        break
+      time.sleep(0.05)
+    proc.send_signal(sig)
+    rc = proc.wait(timeout=300)
+  with open(log_path) as f:
+    return rc, f.read()
 
 
 @pytest.mark.slow
-def test_sigkill_resume_matches_uninterrupted_run(tmp_path):
+def test_sigterm_and_sigkill_resume_match_uninterrupted_run(tmp_path):
+  """Uninterrupted reference (with a 1-step profiler trace) vs. a run stopped by
+  SIGTERM at a random step (clean exit, checkpoint at that step), resumed, killed
+  by SIGKILL at a later random step, and resumed to the end: per-step losses
+  and bins are identical, no bin repeated or skipped. The four runs share a
+  persistent compilation cache, so only the first compiles the step."""
   packed = str(tmp_path / "packed")
-  write_bins(packed)
+  write_bins(os.path.join(packed, "gui"), n=32, seq_len=SEQ)
+  env = subprocess_env(str(tmp_path / "jax_cache"))
   ref_dir, run_dir = str(tmp_path / "ref"), str(tmp_path / "run")
-  subprocess.run(train_args(ref_dir, packed), cwd=ROOT, env=_env(), check=True,
-                 capture_output=True, timeout=300)
+  out = subprocess.run(train_args(ref_dir, packed, "--config.log.profile_steps=1:2"), cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0, out.stderr[-3000:]
   ref = per_step(ref_dir)
-  assert sorted(ref) == list(range(1, 9))
+  assert sorted(ref) == list(range(1, STEPS + 1))
+  traces = glob.glob(os.path.join(ref_dir, "profile", "**", "*.xplane.pb"), recursive=True)
+  assert traces and os.path.getsize(traces[0]) > 0, "log.profile_steps wrote no trace"
 
-  kill_at = random.Random().randint(3, 6)
-  proc = subprocess.Popen(train_args(run_dir, packed), cwd=ROOT, env=_env(),
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  deadline = time.time() + 300
-  while time.time() < deadline:
-    if os.path.exists(os.path.join(run_dir, "metrics.jsonl")) and \
-        max(per_step(run_dir), default=0) >= kill_at:
-      break
-    time.sleep(0.05)
-  proc.send_signal(signal.SIGKILL)
-  proc.wait()
-  killed_after = max(per_step(run_dir))
-  assert killed_after < 8, "the run finished before it could be killed"
+  # SIGTERM: save at the current step and exit 0.
+  rng = random.Random()
+  term_at = rng.randint(2, 4)
+  rc, log = _start_and_signal(train_args(run_dir, packed), env, run_dir, term_at, signal.SIGTERM,
+                              str(tmp_path / "term.log"))
+  assert rc == 0, log[-3000:]
+  match = re.search(r"stopped at step (\d+) on SIGTERM; checkpoint saved", log)
+  assert match, log[-3000:]
+  stopped = int(match.group(1))
+  assert term_at <= stopped < STEPS
+  saved = [int(d) for d in os.listdir(os.path.join(run_dir, "checkpoints")) if d.isdigit()]
+  assert max(saved) == stopped
+  assert max(per_step(run_dir)) == stopped  # every finished step was logged before exiting
 
-  out = subprocess.run(train_args(run_dir, packed), cwd=ROOT, env=_env(), capture_output=True,
+  # Resume from the SIGTERM checkpoint, then SIGKILL at a later random step.
+  kill_at = rng.randint(stopped + 2, stopped + 4)
+  rc, log = _start_and_signal(train_args(run_dir, packed), env, run_dir, kill_at, signal.SIGKILL,
+                              str(tmp_path / "kill.log"))
+  assert f"resumed from {os.path.abspath(run_dir)}/checkpoints/{stopped}" in log, log[-3000:]
+  assert rc == -signal.SIGKILL
+  assert max(per_step(run_dir)) < STEPS, "the run finished before it could be killed"
+
+  out = subprocess.run(train_args(run_dir, packed), cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=300)
   assert out.returncode == 0, out.stderr[-3000:]
   assert "resumed from" in out.stdout
   got = per_step(run_dir)
-  assert sorted(got) == list(range(1, 9))
-  for s in range(1, 9):
-    assert got[s]["loss"] == ref[s]["loss"], (s, kill_at, got[s]["loss"], ref[s]["loss"])
+  assert sorted(got) == list(range(1, STEPS + 1))
+  for s in range(1, STEPS + 1):
+    assert got[s]["loss"] == ref[s]["loss"], (s, stopped, kill_at, got[s]["loss"], ref[s]["loss"])
     assert got[s]["bins"] == ref[s]["bins"], f"step {s}: different bins after resume"
   # Every bin of the uninterrupted order was trained exactly once in the same place.
-  assert [b for s in range(1, 9) for b in got[s]["bins"]] == [b for s in range(1, 9) for b in ref[s]["bins"]]
+  steps = range(1, STEPS + 1)
+  assert [b for s in steps for b in got[s]["bins"]] == [b for s in steps for b in ref[s]["bins"]]
 
 
 def _state(scale: float, shape=(4, 3)):
