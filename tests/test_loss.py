@@ -107,3 +107,40 @@ def test_empty_mask_is_zero_not_nan():
   loss, m = loss_lib.cross_entropy(hidden, kernel, targets, jnp.zeros_like(segs, jnp.float32),
                                    segs, per_sequence=True)
   assert float(loss) == 0.0 and np.isfinite(float(m["accuracy"]))
+
+
+def _primitives(jaxpr) -> set[str]:
+  names = set()
+
+  def walk(jp):
+    for eqn in jp.eqns:
+      names.add(eqn.primitive.name)
+      for p in eqn.params.values():
+        for sub in (p if isinstance(p, (list, tuple)) else [p]):
+          if isinstance(sub, jax.extend.core.ClosedJaxpr):
+            walk(sub.jaxpr)
+          elif isinstance(sub, jax.extend.core.Jaxpr):
+            walk(sub)
+  walk(jaxpr.jaxpr)
+  return names
+
+
+def test_recompute_only_when_chunked():
+  """One chunk: backward reuses the logits (no remat); several: each chunk is
+  rematerialised, so long rows (32k x 151,936 at chunk 1024/2048) stay bounded."""
+  hidden, kernel, targets, mask, segs = _batch(2)
+  grad_jaxpr = lambda chunk: jax.make_jaxpr(jax.grad(
+      lambda h, w: loss_lib.cross_entropy(h, w, targets, mask, segs, chunk_size=chunk)[0],
+      argnums=(0, 1)))(hidden, kernel)
+  remat = lambda names: any(n.startswith(("remat", "checkpoint")) for n in names)
+  assert not remat(_primitives(grad_jaxpr(64)))  # 37 tokens: one chunk
+  assert remat(_primitives(grad_jaxpr(8)))
+
+
+def test_single_chunk_stats_equal_chunked_including_unmasked_zeros():
+  hidden, kernel, targets, mask, _ = _batch(3)
+  one = loss_lib.token_stats(hidden, kernel, targets, chunk_size=64, mask=mask)
+  many = loss_lib.token_stats(hidden, kernel, targets, chunk_size=8, mask=mask)
+  for a, b in zip(one, many):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+  assert np.all(np.asarray(one.nll)[np.asarray(mask) == 0] == 0)

@@ -4,6 +4,10 @@ At 32,768 tokens × 151,936 vocab, fp32 logits are ~20 GB per row, so the LM
 head and the softmax run over chunks of the sequence under `lax.map` with a
 `jax.checkpoint`ed body: the forward keeps only per-token scalars and the
 backward recomputes each chunk's logits, so [T, V] never exists either way.
+When the whole row fits in one chunk (T <= chunk_size, e.g. short CPU
+benchmarks) the [B, T, V] logits exist anyway, so there is no map, no masked
+reordering and no checkpoint: backward reuses the forward's logits instead of
+recomputing them (the recompute was ~11% of the small benchmark step).
 
 The loss is returned as *sums* (weighted loss, weight denominator, token
 count, ...) so gradient accumulation can add micro-batches and divide once;
@@ -31,7 +35,8 @@ def token_stats(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
   hidden [B, T, D] (any float dtype), kernel [D, V], targets int32 [B, T].
   The matmul runs in hidden's dtype with fp32 accumulation; softmax in fp32.
 
-  With `mask` [B, T], only masked tokens are computed (others read 0): each
+  With `mask` [B, T], only masked tokens are computed (others read 0): with
+  one chunk (T <= chunk_size) everything is computed in one go; otherwise each
   row's masked tokens are moved to the front (a stable, row-local sort, so the
   batch sharding is untouched) and chunks holding no masked token skip the
   vocab matmul via `lax.cond`. SFT trains a minority of tokens (prompts are
@@ -41,6 +46,11 @@ def token_stats(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
   chunk = max(1, min(chunk_size, t))
   n_chunks = -(-t // chunk)
   pad = n_chunks * chunk - t
+  if n_chunks == 1:  # one chunk: nothing to skip or bound; keep logits for backward
+    stats = _chunk_stats(hidden, kernel.astype(hidden.dtype), targets)
+    if mask is not None:  # same contract as the chunked path: unmasked tokens read 0
+      stats = tuple(jnp.where(mask > 0, x, 0.0) for x in stats)
+    return TokenStats(*stats)
   live = jnp.ones((b, t), bool) if mask is None else mask > 0
   order = None
   if mask is not None:
@@ -59,11 +69,7 @@ def token_stats(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
   w = kernel.astype(hidden.dtype)
 
   def compute(h, tgt):
-    logits = jnp.einsum("bcd,dv->bcv", h, w, preferred_element_type=jnp.float32)
-    lse = jax.nn.logsumexp(logits, axis=-1)
-    tgt_logit = jnp.take_along_axis(logits, tgt[..., None], axis=-1)[..., 0]
-    correct = (jnp.argmax(logits, axis=-1) == tgt).astype(jnp.float32)
-    return lse - tgt_logit, lse, jax.lax.stop_gradient(correct)
+    return _chunk_stats(h, w, tgt)
 
   def skip(h, tgt):
     z = jnp.zeros(tgt.shape, jnp.float32)
@@ -83,9 +89,18 @@ def token_stats(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
     if order is None:
       return x
     inverse = jnp.argsort(order, axis=1)
-    return jnp.take_along_axis(x, inverse, axis=1)
+    return jnp.where(mask > 0, jnp.take_along_axis(x, inverse, axis=1), 0.0)
 
   return TokenStats(unchunk(nll), unchunk(lse), unchunk(correct))
+
+
+def _chunk_stats(h: jax.Array, w: jax.Array, tgt: jax.Array):
+  """(nll, lse, correct) [B, C] of one chunk's logits h [B, C, D] @ w [D, V], fp32 softmax."""
+  logits = jnp.einsum("bcd,dv->bcv", h, w, preferred_element_type=jnp.float32)
+  lse = jax.nn.logsumexp(logits, axis=-1)
+  tgt_logit = jnp.take_along_axis(logits, tgt[..., None], axis=-1)[..., 0]
+  correct = (jnp.argmax(logits, axis=-1) == tgt).astype(jnp.float32)
+  return lse - tgt_logit, lse, jax.lax.stop_gradient(correct)
 
 
 def token_weights(loss_mask: jax.Array, segment_ids: jax.Array,
