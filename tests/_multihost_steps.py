@@ -1,0 +1,52 @@
+"""The tiny training steps of tests/test_multihost.py, run by every process
+(after jax.distributed is initialised, or in the pytest process itself for the
+1-process × 8-device reference)."""
+import numpy as np
+
+SEQ = 64
+STEPS = 3
+
+
+def global_batch(step: int) -> dict[str, np.ndarray]:
+  rng = np.random.default_rng(step)
+  b = {"tokens": rng.integers(0, 3000, (8, SEQ)).astype(np.int32),
+       "positions": np.tile(np.arange(SEQ, dtype=np.int32), (8, 1)),
+       "segment_ids": np.ones((8, SEQ), np.int32),
+       "loss_mask": (rng.random((8, SEQ)) < 0.5).astype(np.float32)}
+  b["targets"] = np.roll(b["tokens"], -1, axis=1)
+  return b
+
+
+def train_losses(workdir: str) -> dict:
+  """{process_count, devices, losses} of STEPS steps on a data 2 × fsdp 4 mesh."""
+  import jax
+  from configs import stage2_gui_sft
+  from mage_jax.train import loop, step as step_lib
+  c = stage2_gui_sft.get_config("tiny")
+  c.model.arch = "qwen3"
+  c.model.text.vocab_size = 32768  # token ids < 3000 and no pads: a smaller head is enough
+  c.optimizer.warmup_steps = 0  # full learning rate from step 1, so 3 steps show the loss falling
+  c.mesh.data, c.mesh.fsdp = 2, 4
+  c.train.total_steps = STEPS
+  c.data.batch_size = 8
+  c.step.loss_chunk_size = 32
+  t = loop.build(c, workdir, prepare_data=False)
+  state = loop.initial_state(t)
+  like = global_batch(0)
+  shardings = step_lib.batch_shardings(t.mesh, like)
+  fn = step_lib.jit_train_step(t.graphdef, t.rest, t.tx, step_lib.StepConfig(loss_chunk_size=32),
+                               t.mesh, t.shardings, like)
+  losses = []
+  for s in range(STEPS):
+    gb = global_batch(s)
+    arrays = {}
+    for k, v in gb.items():
+      sh = shardings[k]
+      # This process's rows: the union of its devices' slices of the batch axis.
+      rows = sorted({i for idx in sh.addressable_devices_indices_map(v.shape).values()
+                     for i in range(*idx[0].indices(v.shape[0]))})
+      arrays[k] = jax.make_array_from_process_local_data(sh, v[rows], v.shape)
+    with jax.set_mesh(t.mesh):
+      state, m = fn(state, arrays)
+    losses.append(float(np.asarray(jax.device_get(m["loss"]))))
+  return {"process_count": jax.process_count(), "devices": jax.device_count(), "losses": losses}
