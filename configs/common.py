@@ -2,7 +2,7 @@
 
 Every SFT stage config has the same sections, read by `mage_jax.train.loop`:
 
-  name, stage, seed, workdir-independent settings only
+  name, stage, seed, compile_cache_dir; workdir-independent settings only
   model        configs/models.py preset (+ runtime knobs: compute dtype, remat)
   mesh         data / fsdp / tensor sizes (one may be -1 = fill)
   data         mage_jax/data/config.py default_data_config() + stage overrides
@@ -35,6 +35,9 @@ def base_config(*, name: str, stage: int, tiny: bool) -> ml_collections.ConfigDi
   c.name = name
   c.stage = stage
   c.seed = 0
+  # Persistent XLA compilation cache ('' = off): runs with the same program (a
+  # resumed run, the curriculum's stages of one shape) load it instead of compiling.
+  c.compile_cache_dir = ""
 
   c.model = models.get_config("mage_vl_tiny" if tiny else "mage_vl_4b")
   for tower in ("text", "vision"):

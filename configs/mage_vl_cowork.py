@@ -26,6 +26,7 @@ def get_config(arg: str | None = None):
   c = ml_collections.ConfigDict()
   c.arg = arg
   c.init_from = ""   # HF dir for stage 1 ('' = fresh init)
+  c.compile_cache = True  # stages share a persistent compilation cache in <workdir>/jax_cache
   c.stages = ml_collections.ConfigDict()
   for i, (name, path) in enumerate(STAGES):
     c.stages[name] = ml_collections.ConfigDict(dict(

@@ -51,6 +51,8 @@ def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.Config
   """One stage's resolved config: its file + shared synth settings + overrides."""
   cfg = load_stage_config(stage.config, config.arg)
   cfg.init.from_dir = previous or ""
+  if config.get("compile_cache", False):
+    cfg.compile_cache_dir = os.path.join(os.path.dirname(synth_out), "jax_cache")
   if config.synth.enabled:
     cfg.synth.enabled = True
     for k in ("seed", "episodes", "grounding", "width", "height"):

@@ -327,9 +327,18 @@ def fingerprints(batch: dict[str, np.ndarray]) -> list[int]:
   return [zlib.crc32(np.ascontiguousarray(row).tobytes()) for row in batch["tokens"]]
 
 
+def enable_compile_cache(path: str) -> None:
+  """Persistent compilation cache in `path` (first call wins: JAX reads the
+  setting when it first compiles)."""
+  if path and not jax.config.jax_compilation_cache_dir:
+    os.makedirs(path, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", os.path.abspath(path))
+
+
 def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """Train (or resume) one SFT stage; returns the summary (also <workdir>/summary.json)."""
   wall0 = time.perf_counter()
+  enable_compile_cache(config.get("compile_cache_dir", ""))
   t = build(config, workdir)
   if os.path.exists(os.path.join(workdir, SUMMARY)) and ckpt_lib.has_final_params(workdir):
     with open(os.path.join(workdir, SUMMARY)) as f:
