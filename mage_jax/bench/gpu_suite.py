@@ -7,6 +7,8 @@ it runs on a bare JAX+CUDA image with no internet. Sections:
 1. bf16 matmul ceiling (chained 8192³ matmuls in one jit);
 2. packed attention == split attention on the GPU flash kernel (`pallas_gpu`),
    forward and gradients, plus the packed output against an fp32 XLA reference;
+   The step's batch layout also reports how many tiles our kernel's block
+   skipping visits vs a kernel that does not skip (a pure jnp count);
 3. the SFT step of the full Mage-VL (4.74B; `MageVLConfig()` defaults equal
    configs/models.py `mage_vl_4b`) on one packed row of 32,768 tokens = 4 samples
    × 8,192 tokens, each with 3 screenshots of 1280×704 (880 merged tokens, 3,520
@@ -119,6 +121,15 @@ def attention_packed_vs_split(backend: str, seg_lengths: list[int], pad: int, he
           "max_abs_packed_vs_split_out": err_out, "max_rel_packed_vs_split_grad": err_grad,
           "max_abs_packed_vs_fp32_xla": err_ref, "max_abs_padding_out": pad_max,
           "tolerance_out": tol, "ok": bool(ok)}
+
+
+def flash_block_skipping(batch: dict[str, np.ndarray]) -> dict[str, dict[str, int]]:
+  """Tiles our flash kernel visits for this batch's LM (causal) and ViT (bidirectional)
+  layouts, with the count a kernel without block skipping would run ("dense": every
+  tile below the diagonal for the LM, every tile for the ViT), at the default tiles."""
+  from mage_jax.models import flash_attention as flash
+  return {"lm": flash.visited_blocks(jnp.asarray(batch["segment_ids"]), causal=True),
+          "vit": flash.visited_blocks(jnp.asarray(batch["patch_image_ids"]), causal=False)}
 
 
 # -------------------------------------------------------------------------- 3. Mage-VL step
@@ -281,6 +292,15 @@ def run(*, size: str = "auto", remat: str = "full", reps: int = 3) -> tuple[list
     batch = mage_vl_batch(samples=2, tokens_per_sample=128, images_per_sample=3, image_hw=(32, 32))
   details["batch"] = {"shape": {k: list(v.shape) for k, v in batch.items()},
                       "images_per_sample": 3}
+  skip = _section(details, "flash_block_skipping", lambda: flash_block_skipping(batch))
+  if skip:
+    for part, what in (("lm", "LM causal"), ("vit", "ViT per-image")):
+      c = skip[part]
+      rows.append(Row(f"flash tiles visited vs dense, {what} fwd{tag}",
+                      100 * c["fwd"] / c["fwd_dense"], "%", command=CMD,
+                      note=f"{c['fwd']} of {c['fwd_dense']} tiles; bwd dq "
+                           f"{100 * c['dq'] / c['dq_dense']:.0f}%, dkv "
+                           f"{100 * c['dkv'] / c['dkv_dense']:.0f}%"))
   step = _section(details, "mage_vl_step", lambda: mage_vl_step(
       cfg, batch, reps, loss_chunk_size=2048 if size == "full" else 256))
   if step:
