@@ -12,7 +12,7 @@ Every SFT stage config has the same sections, read by `mage_jax.train.loop`:
   init         from_dir (previous stage workdir or HF dir) / vision_dir
   checkpoint   every_steps / keep / async_save
   log          every_steps / tensorboard / wandb / peak_tflops_per_device / profile_steps
-  eval         every_steps / num_batches / heldout_fraction / click_samples
+  eval         every_steps / num_batches / heldout_dir / click_jsonl / click_samples
   synth        (tiny) synthetic data generation via mage_jax.data.synth
 
 Full-size numbers are the paper's (DESIGN.md): 32,768-token bins, bf16
@@ -93,7 +93,7 @@ def base_config(*, name: str, stage: int, tiny: bool) -> ml_collections.ConfigDi
       batch_fingerprints=False))    # log a hash per trained bin (resume tests)
 
   c.eval = ml_collections.ConfigDict(dict(
-      every_steps=0,            # 0: only at the end
+      every_steps=0,            # also every N steps during training (0: only at the end)
       num_batches=2 if tiny else 20,
       heldout_dir="",           # packed held-out shards per source; '' = skip held-out loss
       click_jsonl="",           # grounding episodes for click accuracy; '' = skip
@@ -102,8 +102,10 @@ def base_config(*, name: str, stage: int, tiny: bool) -> ml_collections.ConfigDi
 
   # Data preparation before training. Relative source paths resolve against
   # synth.out (default <workdir>/synth); an empty data.packed_dir means
-  # <workdir>/packed, packed from the JSONL sources when `pack_if_missing`.
-  c.prep = ml_collections.ConfigDict(dict(pack_if_missing=tiny, heldout_bins=2 if tiny else 0))
+  # <workdir>/packed, packed from the JSONL sources when `pack_if_missing`;
+  # then the last `heldout_episodes` episodes of each source are packed into
+  # <packed_dir>_heldout instead, for the held-out loss (eval.heldout_dir wins when set).
+  c.prep = ml_collections.ConfigDict(dict(pack_if_missing=tiny, heldout_episodes=1 if tiny else 0))
   c.synth = ml_collections.ConfigDict(dict(
       enabled=tiny, out="", seed=0, episodes=32, grounding=16, width=640, height=400))
   return c

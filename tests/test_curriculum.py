@@ -1,5 +1,6 @@
 """End to end (Levanter style): the tiny curriculum trains 2 steps per stage on
-synthetic data, writes the table/plots, and a rerun skips completed stages."""
+synthetic data with held-out episodes, writes the table/plots, and a rerun skips
+completed stages."""
 import json
 import os
 import subprocess
@@ -17,10 +18,10 @@ def _run(workdir):
           f"--workdir={workdir}", "--config.synth.episodes=8", "--config.synth.grounding=2",
           "--config.stages.stage3_code_sft.enabled=False",
           "--config.stages.stage4_hybrid_sft.enabled=False"]
-  for stage in ("stage1_midtrain", "stage2_gui_sft"):
+  for stage, extra in (("stage1_midtrain", ""), ("stage2_gui_sft", ";eval.every_steps=1")):
     args.append(f"--config.stages.{stage}.overrides=train.total_steps=2;log.every_steps=1;"
                 "eval.max_new_tokens=4;eval.click_samples=1;checkpoint.async_save=false;"
-                "data.batch_size=1")
+                "data.batch_size=1" + extra)
   return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -33,8 +34,15 @@ def test_tiny_curriculum_two_steps_per_stage_and_resume(tmp_path):
   for r in rows:
     assert r["steps"] == 2 and r["tokens"] > 0 and r["flops_6nd"] > 0
     assert r["final_loss"] == r["final_loss"]  # not NaN
+    # One held-out episode per source, never trained, gives a per-source held-out loss.
+    assert {k for k in r["eval"] if k.startswith("heldout_loss/")} == {
+        f"heldout_loss/{s}" for s in (["grounding", "gui"] if r["stage"] == "stage1_midtrain" else ["gui"])}
+  assert "click_accuracy" in rows[0]["eval"]
+  # eval.every_steps=1: stage 2 also evaluated at step 1, during training.
+  during = [json.loads(l) for l in open(tmp_path / "stage2_gui_sft" / "metrics.jsonl")]
+  assert any(r["step"] == 1 and "eval/heldout_loss/gui" in r for r in during)
   assert "initialised params from" in out.stdout  # stage 2 started from stage 1
-  assert "final loss" in out.stdout  # the table
+  assert "final loss" in out.stdout and "held-out" in out.stdout  # the table
   assert os.path.exists(tmp_path / "plots" / "loss.png")
   assert os.path.exists(tmp_path / "stage2_gui_sft" / "manifest.json")
   manifest = json.load(open(tmp_path / "stage2_gui_sft" / "manifest.json"))

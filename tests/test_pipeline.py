@@ -279,3 +279,27 @@ def test_inspect_marks_trained_spans_images_and_segments(bad_set, tmp_path):
   n_images = int(b["patch_image_ids"].max())
   assert text.count("[image ") == n_images
   assert f"patches {np.count_nonzero(b['patch_image_ids'])}/12288" in text
+
+
+def test_pack_holds_out_the_last_episodes_whole(bad_set, tmp_path):
+  from mage_jax.data import pack_job
+  root, _ = bad_set
+  good = [json.loads(line) for kind in ("gui", "terminal", "hybrid")
+          for line in open(os.path.join(root, f"{kind}.jsonl"))]
+  with open(os.path.join(root, "all.jsonl"), "w") as f:  # beside the images they reference
+    f.writelines(json.dumps(g) + "\n" for g in good)
+  c = default_data_config()
+  c.sources = sources_config({"gui": (os.path.join(root, "all.jsonl"), 1.0)})
+  c.seq_len, c.patch_budget, c.pack_buffer, c.render.context_len = 4096, 12288, 32, 4096
+  assert len(good) >= 3
+  m = pack_job.pack(c, str(tmp_path / "packed"), workers=1, heldout_dir=str(tmp_path / "held"),
+                    heldout_episodes=1)
+
+  def episodes(d):
+    return [s["episode_id"] for rec in records.read_records(records.shard_paths(d))
+            for s in records.decode_meta(rec)]
+  trained, held = episodes(str(tmp_path / "packed" / "gui")), episodes(str(tmp_path / "held" / "gui"))
+  assert set(held) == {good[-1]["id"]} and len(held) == len(good[-1]["steps"])  # every step of it
+  assert set(trained) == {g["id"] for g in good[:-1]}
+  assert m["sources"]["gui"]["heldout"]["episodes"] == 1
+  assert m["sources"]["gui"]["heldout"]["samples"] == len(held)

@@ -9,7 +9,8 @@ workers > 1, in this process when workers == 1), packed with windowed
 best-fit-decreasing under the token and patch budgets, and written to
 <out_dir>/<name>/shard-*.array_record. <out_dir>/manifest.json holds counts of
 episodes, samples and bins, token and patch fill, skipped items by reason
-(reading, rendering, packing) and per-source counts.
+(reading, rendering, packing) and per-source counts. Optionally the last N
+episodes of each source are held out whole into a separate folder.
 
 The pool uses `spawn`, never `fork`: a caller such as the trainer already runs
 JAX threads, and forking a threaded process can deadlock. `launch.pack` is the
@@ -70,9 +71,37 @@ class _InProcess:
     _worker.clear()
 
 
-def pack(data, out_dir: str, workers: int = 0) -> dict[str, Any]:
+def _pack_episodes(pool, episodes: list, sid: int, name: str, directory: str, data,
+                   stats: packing.PackStats, report: render.RenderReport, desc: str) -> list[str]:
+  """Render (through `pool`) and pack `episodes` of one source into `directory`; returns shard paths."""
+  bar = tqdm.tqdm(total=len(episodes), desc=desc, unit="ep")
+
+  def segments():
+    for segs, rep, skips in pool.imap(render_and_segment,
+                                      [(ep, sid, name) for ep in episodes], chunksize=1):
+      report.merge(_report_from_dict(rep))
+      stats.skipped.update(skips)
+      bar.update(1)
+      yield from segs
+
+  bins = packing.pack_segments(segments(), data.seq_len, data.patch_budget, data.pack_buffer, stats)
+  shards = records.write_bins(bins, directory, data.seq_len, data.patch_budget,
+                              data.records_per_shard)
+  bar.close()
+  return shards
+
+
+def pack(data, out_dir: str, workers: int = 0, heldout_dir: str = "",
+         heldout_episodes: int = 0) -> dict[str, Any]:
   """Renders and packs every source of `data` (workers: render processes,
-  0 = all cores, 1 = this process); returns (and writes) the manifest."""
+  0 = all cores, 1 = this process); returns (and writes) the manifest.
+
+  With `heldout_episodes` > 0, the last that many episodes of each source (in
+  file order) are held out whole — no step of them is trained — and packed
+  into <heldout_dir>/<source>/ for the held-out loss; a source with no more
+  episodes than that keeps them all for training (manifest: heldout.episodes 0)."""
+  if heldout_episodes and not heldout_dir:
+    raise ValueError("heldout_episodes > 0 needs a heldout_dir")
   start = time.perf_counter()
   os.makedirs(out_dir, exist_ok=True)
   names = source_names(data)
@@ -100,23 +129,20 @@ def pack(data, out_dir: str, workers: int = 0) -> dict[str, Any]:
       episodes = list(trajectory.read_all(paths, report=read_report))
       skipped["read"].update(read_report.skipped)
       skipped_items += [str(s) for s in read_report.skipped_items]
+      held = episodes[-heldout_episodes:] if 0 < heldout_episodes < len(episodes) else []
+      episodes = episodes[:len(episodes) - len(held)]
       stats = packing.PackStats(data.seq_len, data.patch_budget)
       source_render = render.RenderReport()
-      bar = tqdm.tqdm(total=len(episodes), desc=f"render+pack {name}", unit="ep")
-
-      def segments():
-        for segs, rep, skips in pool.imap(render_and_segment,
-                                          [(ep, sid, name) for ep in episodes], chunksize=1):
-          source_render.merge(_report_from_dict(rep))
-          stats.skipped.update(skips)
-          bar.update(1)
-          yield from segs
-
-      bins = packing.pack_segments(segments(), data.seq_len, data.patch_budget,
-                                   data.pack_buffer, stats)
-      shards = records.write_bins(bins, os.path.join(out_dir, name), data.seq_len,
-                                  data.patch_budget, data.records_per_shard)
-      bar.close()
+      shards = _pack_episodes(pool, episodes, sid, name, os.path.join(out_dir, name), data, stats,
+                              source_render, f"render+pack {name}")
+      heldout = dict(episodes=len(held))
+      if held:
+        h_stats = packing.PackStats(data.seq_len, data.patch_budget)
+        h_render = render.RenderReport()
+        _pack_episodes(pool, held, sid, name, os.path.join(heldout_dir, name), data, h_stats,
+                       h_render, f"held-out {name}")
+        heldout.update(samples=h_stats.samples, bins=h_stats.bins,
+                       skipped=dict(render=dict(h_render.skipped), pack=dict(h_stats.skipped)))
       skipped["render"].update(source_render.skipped)
       skipped["pack"].update(stats.skipped)
       skipped_items += source_render.skipped_items
@@ -129,7 +155,7 @@ def pack(data, out_dir: str, workers: int = 0) -> dict[str, Any]:
           rendered_samples=source_render.samples, shards=[os.path.relpath(p, out_dir) for p in shards],
           **{k: v for k, v in stats.as_dict().items() if k != "skipped"},
           skipped=dict(read=dict(read_report.skipped), render=dict(source_render.skipped),
-                       pack=dict(stats.skipped)))
+                       pack=dict(stats.skipped)), heldout=heldout)
   t = totals.as_dict()
   elapsed = time.perf_counter() - start
   manifest.update(episodes=episodes_total, rendered_samples=rendered_total, samples=t["samples"],

@@ -101,13 +101,22 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> list[dict]:
   return rows
 
 
+def heldout_mean(row: dict) -> float | None:
+  """Mean over sources of a stage's held-out loss (None when it had no held-out set)."""
+  losses = [v for k, v in (row.get("eval") or {}).items() if k.startswith("heldout_loss/")]
+  return sum(losses) / len(losses) if losses else None
+
+
 def format_table(rows: list[dict]) -> str:
-  """Per-stage table: steps, trained tokens, first/final loss, FLOPs (6·N·D and all), wall time."""
+  """Per-stage table: steps, trained tokens, first/final train loss, held-out loss
+  (mean over sources), FLOPs (6·N·D over LM params, and all incl. attention and
+  ViT), wall time."""
   head = f"{'stage':<20} {'steps':>6} {'trained tok':>12} {'first loss':>10} {'final loss':>10} " \
-         f"{'FLOPs 6ND':>10} {'FLOPs all':>10} {'wall s':>8}"
+         f"{'held-out':>9} {'FLOPs 6ND':>10} {'FLOPs all':>10} {'wall s':>8}"
   lines = [head, "-" * len(head)]
   for r in rows:
+    h = heldout_mean(r)
     lines.append(f"{r['stage']:<20} {r['steps']:>6} {r['tokens']:>12.0f} {r['first_loss']:>10.4f} "
-                 f"{r['final_loss']:>10.4f} {r['flops_6nd']:>10.3g} {r['flops_total']:>10.3g} "
-                 f"{r['wall_s']:>8.1f}")
+                 f"{r['final_loss']:>10.4f} {'-' if h is None else f'{h:.4f}':>9} "
+                 f"{r['flops_6nd']:>10.3g} {r['flops_total']:>10.3g} {r['wall_s']:>8.1f}")
   return "\n".join(lines)

@@ -52,6 +52,11 @@ def _any_process(flag: bool) -> bool:
   return bool(np.any(multihost_utils.process_allgather(np.asarray(flag))))
 
 
+def heldout_root(t: Any, config: ml_collections.ConfigDict) -> str:
+  """eval.heldout_dir, else the held-out episodes the trainer packed (data.heldout_dir)."""
+  return config.eval.heldout_dir or t.data.get("heldout_dir", "") or ""
+
+
 def heldout_loss(t: Any, params: Any, config: ml_collections.ConfigDict) -> dict[str, float]:
   """Per training source with a <eval.heldout_dir>/<source>/ folder of packed shards:
   token-mean NLL and accuracy over its first eval.num_batches × batch_size bins.
@@ -68,12 +73,16 @@ def heldout_loss(t: Any, params: Any, config: ml_collections.ConfigDict) -> dict
   max_bins = config.eval.num_batches * t.data.batch_size
   res: dict[str, float] = {}
   for name in names:
-    d = os.path.join(config.eval.heldout_dir, name)
+    d = os.path.join(heldout_root(t, config), name)
     if not os.path.isdir(d):
       continue
+    try:
+      paths = records.shard_paths(d)
+    except (FileNotFoundError, ValueError):  # every held-out sample was skipped when packing
+      paths = []
     nll = correct = tokens = 0.0
     bins = 0
-    for batch in _heldout_batches(records.shard_paths(d), max_bins, t.data.batch_size):
+    for batch in _heldout_batches(paths, max_bins, t.data.batch_size) if paths else ():
       bins += int(np.count_nonzero(batch["segment_ids"].max(axis=1)))
       batch["source_ids"] = np.where(batch["segment_ids"] > 0, 0, -1).astype(np.int32)
       with jax.set_mesh(t.mesh):
@@ -156,7 +165,7 @@ def click_accuracy(t: Any, params: Any, config: ml_collections.ConfigDict,
 
 def run_all(t: Any, params: Any, config: ml_collections.ConfigDict, workdir: str) -> dict[str, float]:
   res: dict[str, float] = {}
-  if config.eval.heldout_dir:
+  if heldout_root(t, config):
     res.update(heldout_loss(t, params, config))
   if config.eval.click_jsonl:
     path = config.eval.click_jsonl

@@ -127,7 +127,10 @@ def prepare(config: ml_collections.ConfigDict, workdir: str) -> ml_collections.C
         if p and not os.path.exists(p):
           raise ConfigError(f"config.data.sources.{name}.paths: {p!r} does not exist")
     print(f"packing {sorted(data.sources.keys())} into {data.packed_dir}", flush=True)
-    run_pack(data, data.packed_dir)
+    held = config.prep.get("heldout_episodes", 0)
+    run_pack(data, data.packed_dir, heldout_dir=heldout_dir(data) if held else "",
+             heldout_episodes=held)
+  data.heldout_dir = heldout_dir(data) if os.path.isdir(heldout_dir(data)) else ""
   for name in data.sources.keys():
     d = data.sources[name].get("packed_dir", "") or os.path.join(data.packed_dir, name)
     if not records.shard_paths(d) or _count_bins(records.shard_paths(d)) == 0:
@@ -135,15 +138,24 @@ def prepare(config: ml_collections.ConfigDict, workdir: str) -> ml_collections.C
   return data
 
 
-def run_pack(data: ml_collections.ConfigDict, out_dir: str, workers: int = 1) -> None:
+def heldout_dir(data: ml_collections.ConfigDict) -> str:
+  """Where prepare() packs held-out episodes: beside the training shards."""
+  return os.path.normpath(data.packed_dir) + "_heldout"
+
+
+def run_pack(data: ml_collections.ConfigDict, out_dir: str, workers: int = 1,
+             heldout_dir: str = "", heldout_episodes: int = 0) -> None:
   """Render and pack the JSONL sources into `out_dir` (mage_jax.data.pack_job).
 
   Safe in the trainer's process, which already runs JAX threads: workers == 1
   renders here without forking, and more workers use a spawn-context pool."""
   from mage_jax.data import pack_job
-  m = pack_job.pack(data, out_dir, workers)
+  m = pack_job.pack(data, out_dir, workers, heldout_dir=heldout_dir,
+                    heldout_episodes=heldout_episodes)
+  held = sum(s["heldout"]["episodes"] for s in m["sources"].values())
   print(f"packed {m['samples']} samples into {m['bins']} bins ({m['skipped_total']} skipped; "
-        f"token fill {m['token_fill']:.2f})", flush=True)
+        f"token fill {m['token_fill']:.2f})" + (f"; {held} episodes held out" if held else ""),
+        flush=True)
 
 
 def _shards(d: str) -> list[str]:
@@ -403,6 +415,11 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
       if save_now and step < t.total_steps:
         jax.block_until_ready(metrics)
         ckpt.save(step, state, iterator.get_state(), t.meta, force=stop.requested)
+      if (config.eval.every_steps and step % config.eval.every_steps == 0
+          and step < t.total_steps and not stop.requested):
+        from mage_jax.train import evaluation
+        results = evaluation.run_all(t, state.params, config, workdir)
+        logger.scalars(step, {f"eval/{k}": v for k, v in results.items()})
       if stop.requested:
         last = _record(logger, pending, scfg) or last
         ckpt.close()
