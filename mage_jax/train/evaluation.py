@@ -69,7 +69,8 @@ def heldout_loss(t: Any, params: Any, config: ml_collections.ConfigDict) -> dict
   from mage_jax.train import step as step_lib
   names = source_names(t.data)
   scfg = step_lib.StepConfig(**config.step.to_dict())
-  fn = jax.jit(lambda p, b: step_lib.eval_step(t.graphdef, t.rest, scfg, p, b, 1))
+  fn = t.jitted.setdefault("heldout", jax.jit(
+      lambda p, b: step_lib.eval_step(t.graphdef, t.rest, scfg, p, b, 1)))
   max_bins = config.eval.num_batches * t.data.batch_size
   res: dict[str, float] = {}
   for name in names:

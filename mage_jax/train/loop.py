@@ -256,6 +256,7 @@ class Trainer:
   total_steps: int
   data: ml_collections.ConfigDict
   meta: dict
+  jitted: dict = dataclasses.field(default_factory=dict)  # compiled helpers reused across calls (eval)
 
 
 def build(config: ml_collections.ConfigDict, workdir: str, *, prepare_data: bool = True) -> Trainer:
@@ -455,6 +456,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
       "final_loss": float(last.get("loss", losses[-1] if losses else float("nan"))),
       "flops_6nd_run": stage_flops["flops_6nd"],
       "mfu_6n": last.get("mfu_6n"), "mfu_total": last.get("mfu_total"),
+      "mfu_model": last.get("mfu_model"),
       "tokens_per_s": last.get("tokens_per_s"),
       "nonfinite_steps": int(np.asarray(state.nonfinite_steps)),
       "wall_s": time.perf_counter() - wall0, "eval": eval_results,

@@ -3,7 +3,8 @@ W&B, MFU per logging interval, the run manifest and the profiler window.
 
 MFU = achieved FLOPs/s ÷ (peak FLOPs/s per device × devices), reported both
 for the paper's 6·N accounting (`mfu_6n`) and with attention, head and ViT
-(`mfu_total`). The peak is `log.peak_tflops_per_device`, or measured with a
+(`mfu_total`), and as the matmul FLOPs really executed (`mfu_model`: no
+embedding lookup, which dominates N for tiny models). The peak is `log.peak_tflops_per_device`, or measured with a
 matmul when that is 0 (the measurement is a lower bound of the true peak).
 """
 from __future__ import annotations
@@ -77,7 +78,7 @@ class Logger:
     self._reset(time.perf_counter())
 
   def _reset(self, now: float) -> None:
-    self._t0, self._steps, self._tokens, self._f6, self._ft = now, 0, 0.0, 0.0, 0.0
+    self._t0, self._steps, self._tokens, self._f6, self._ft, self._fm = now, 0, 0.0, 0.0, 0.0, 0.0
     self._sums: dict[str, float] = {}
 
   def step(self, step: int, metrics: dict[str, Any], flops: dict[str, float],
@@ -88,6 +89,7 @@ class Logger:
     self._tokens += flops.get("tokens", 0.0)
     self._f6 += flops.get("flops_6nd", 0.0)
     self._ft += flops.get("flops_total", 0.0)
+    self._fm += flops.get("flops_model", 0.0)
     for k, v in m.items():
       self._sums[k] = self._sums.get(k, 0.0) + v
     row = {"step": step, **m, **(extra or {})}
@@ -103,12 +105,14 @@ class Logger:
         steps_per_s=self._steps / dt, tokens_per_s=self._tokens / dt,
         mfu_6n=self._f6 / dt / self.peak if self.peak else 0.0,
         mfu_total=self._ft / dt / self.peak if self.peak else 0.0,
+        mfu_model=self._fm / dt / self.peak if self.peak else 0.0,
         **{k: v for k, v in (extra or {}).items() if isinstance(v, (int, float))})
     eta = (self.total_steps - step) / summary["steps_per_s"] if self.total_steps else 0.0
     print(f"step {step}/{self.total_steps} loss {summary.get('loss', float('nan')):.4f} "
           f"acc {summary.get('accuracy', 0.0):.3f} gnorm {summary.get('grad_norm', 0.0):.3f} "
           f"{summary['tokens_per_s']:.0f} tok/s {summary['steps_per_s']:.2f} steps/s "
           f"MFU {100 * summary['mfu_6n']:.2f}% (6N) {100 * summary['mfu_total']:.2f}% (all) "
+          f"{100 * summary['mfu_model']:.2f}% (executed) "
           f"ETA {_fmt_time(eta)}", flush=True)
     self.scalars(step, {f"train/{k}": v for k, v in summary.items()})
     self._reset(now)
