@@ -88,8 +88,11 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> list[dict]:
       return rows
     model_cfg = model_presets.build_model_config(cfg.model)
     seq = cfg.data.seq_len
-    run_flops = flops_lib.stage_flops(model_cfg, bins=summary["steps"] * cfg.data.batch_size,
-                                      epochs=1, seq_len=seq)
+    # FLOPs of the batches trained (real tokens, segments, images) when the summary has them,
+    # else full bins of seq_len without images.
+    run_flops = ({f"flops_{k}": v for k, v in summary["flops"].items()} if summary.get("flops")
+                 else flops_lib.stage_flops(model_cfg, bins=summary["steps"] * cfg.data.batch_size,
+                                            epochs=1, seq_len=seq))
     paper = (flops_lib.stage_flops(model_cfg, bins=cfg.train.paper_bins,
                                    epochs=cfg.train.num_epochs, seq_len=seq)["flops_6nd"]
              if cfg.train.paper_bins else 0.0)
@@ -109,8 +112,8 @@ def heldout_mean(row: dict) -> float | None:
 
 def format_table(rows: list[dict]) -> str:
   """Per-stage table: steps, trained tokens, first/final train loss, held-out loss
-  (mean over sources), FLOPs (6·N·D over LM params, and all incl. attention and
-  ViT), wall time."""
+  (mean over sources), FLOPs of the trained batches (6·N·D over LM params, the
+  paper's accounting; and all: + untied head, attention and ViT), wall time."""
   head = f"{'stage':<20} {'steps':>6} {'trained tok':>12} {'first loss':>10} {'final loss':>10} " \
          f"{'held-out':>9} {'FLOPs 6ND':>10} {'FLOPs all':>10} {'wall s':>8}"
   lines = [head, "-" * len(head)]

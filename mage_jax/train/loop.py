@@ -449,9 +449,13 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   losses = [r["loss"] for r in rows if "loss" in r and "step" in r]
   stage_flops = flops_lib.stage_flops(t.model_cfg, bins=t.total_steps * t.data.batch_size,
                                       epochs=1, seq_len=t.data.seq_len)
+  per_step = _last_per_step(rows)
   summary = {
       "name": config.get("name", ""), "steps": step, "total_steps": t.total_steps,
-      "tokens": float(sum(r.get("trained_tokens", 0.0) for r in _last_per_step(rows))),
+      "tokens": float(sum(r.get("trained_tokens", 0.0) for r in per_step)),
+      # FLOPs of the batches really trained (a resumed run counts each step once).
+      "flops": {k: float(sum(r.get(f"flops_{k}", 0.0) for r in per_step))
+                for k in ("6nd", "total", "model")},
       "first_loss": losses[0] if losses else None,
       "final_loss": float(last.get("loss", losses[-1] if losses else float("nan"))),
       "flops_6nd_run": stage_flops["flops_6nd"],

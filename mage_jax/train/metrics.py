@@ -92,7 +92,8 @@ class Logger:
     self._fm += flops.get("flops_model", 0.0)
     for k, v in m.items():
       self._sums[k] = self._sums.get(k, 0.0) + v
-    row = {"step": step, **m, **(extra or {})}
+    row = {"step": step, **m, **(extra or {}),
+           **{k: v for k, v in flops.items() if k.startswith("flops_")}}
     if self._jsonl:
       self._jsonl.write(json.dumps(row) + "\n")
       self._jsonl.flush()
