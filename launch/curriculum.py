@@ -7,8 +7,10 @@ Each stage trains in <workdir>/<stage> with its own config file
 previous stage's final params (`init.from_dir`); stage 1 starts from
 `config.init_from` (an HF dir) or fresh. Completed stages are skipped, an
 interrupted one resumes from its checkpoint. Synthetic data (tiny) is made
-once in <workdir>/synth and shared. At the end: a per-stage table (steps,
-tokens, final loss, FLOPs, wall time) and PNG plots in <workdir>/plots.
+once in <workdir>/synth and shared; stages of the same shapes share a
+persistent compilation cache in <workdir>/jax_cache. At the end: a per-stage
+table (steps, trained tokens, first/final loss, held-out loss, FLOPs 6·N·D and
+all, wall time), <workdir>/curriculum.json and PNG plots in <workdir>/plots.
 The logic is `mage_jax.train.curriculum`; this module is only its command line.
 """
 from __future__ import annotations

@@ -393,6 +393,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   profiler = metrics_lib.Profiler(config.log.profile_steps, os.path.join(workdir, "profile"))
   stop = _Stop()
   stop.install()
+  eval_every = config.eval.get("every_steps", 0) if config.get("eval") is not None else 0
 
   last: dict[str, float] = {}
   batch = first
@@ -416,8 +417,8 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
       if save_now and step < t.total_steps:
         jax.block_until_ready(metrics)
         ckpt.save(step, state, iterator.get_state(), t.meta, force=stop.requested)
-      if (config.eval.every_steps and step % config.eval.every_steps == 0
-          and step < t.total_steps and not stop.requested):
+      if (eval_every and step % eval_every == 0 and step < t.total_steps
+          and not stop.requested):
         from mage_jax.train import evaluation
         results = evaluation.run_all(t, state.params, config, workdir)
         logger.scalars(step, {f"eval/{k}": v for k, v in results.items()})
