@@ -44,6 +44,8 @@ def base_config(*, name: str, stage: int, tiny: bool) -> ml_collections.ConfigDi
     c.model[tower].compute_dtype = "float32" if tiny else "bfloat16"
     c.model[tower].param_dtype = "float32"
     c.model[tower].remat_policy = "none" if tiny else "full"
+    # Full size targets NVIDIA GPUs: the segment-aware flash kernel. Tiny runs on CPU.
+    c.model[tower].attention_backend = "xla" if tiny else "pallas_gpu"
 
   c.mesh = ml_collections.ConfigDict(dict(data=1, fsdp=-1, tensor=1) if tiny else PAPER_MESH)
 
