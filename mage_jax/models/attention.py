@@ -1,7 +1,8 @@
 """Segment-aware multi-head attention with GQA, behind explicit backends.
 
     attention(q, k, v, *, q_segment_ids, kv_segment_ids, causal, backend="xla",
-              q_positions=None, kv_positions=None, scale=None) -> out [B, T, Hq, D]
+              q_positions=None, kv_positions=None, scale=None, q_chunk=2048,
+              causal_block=64, block_sizes=None) -> out [B, T, Hq, D]
 
 q [B, T, Hq, D]; k, v [B, S, Hkv, D] with Hq a multiple of Hkv (query head h
 uses kv head h // (Hq // Hkv), the HF `repeat_kv` order). Segment ids are
@@ -25,7 +26,8 @@ Backends (chosen explicitly; nothing falls back silently):
   → Triton): per query block it loops only over the key blocks that can share
   a segment with it (and only up to the diagonal when causal); backward
   likewise. Needs T == S and one segment-id array (packed self-attention),
-  contiguous segments, causal by slot. Not yet run on a GPU: see that module.
+  contiguous segments, causal by slot; `block_sizes` (flash.BlockSizes) sets
+  its tiles. Not yet run on a GPU: see that module.
 - "pallas_interpret": the same kernel with interpret=True (runs on CPU; tests).
 - "cudnn": not implemented for segment ids: `jax.nn.dot_product_attention`
   has no segment-id argument and cuDNN's packed (offset) layout is not wired;

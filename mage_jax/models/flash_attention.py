@@ -12,10 +12,10 @@ and, if `causal`, key slot <= query slot. Padding rows come out exactly zero.
 Precondition (our packed layout, ARCHITECTURE.md): every nonzero segment id
 occupies ONE contiguous run of slots, and when `causal` the positions inside a
 segment increase with the slot (so "kv_pos <= q_pos" == "kv slot <= q slot").
-`layout_violations` checks both in O(T log T) (one sort): with concrete inputs
-a violation raises ValueError; under jit (traced inputs) the offending rows'
-outputs become NaN, so a broken batch shows up as a NaN loss instead of a
-silently wrong one.
+`layout_violations` checks both in O(T log T) (two sorts of [B, T] ints):
+with concrete inputs a violation raises ValueError; under jit (traced inputs)
+the offending rows' outputs become NaN, so a broken batch shows up as a NaN
+loss instead of a silently wrong one.
 
 Block skipping. Per query block, `block_ranges` computes (from segment start /
 end offsets, in plain jnp, no host round trip) the contiguous range of key
@@ -300,6 +300,11 @@ class _Static:
   interpret: bool
 
 
+def _kv_head_map(groups: int):
+  """Query head -> its kv head in the BlockSpec index maps (GQA without repeating kv)."""
+  return (lambda h: h) if groups == 1 else (lambda h: lax.div(h, groups))
+
+
 def _range_spec() -> pl.BlockSpec:
   """(1,)-block of a [B, n_blocks] range array: this program's block, read as ref[0]."""
   return pl.BlockSpec((None, 1), lambda i, b, h: (b, i))
@@ -316,7 +321,7 @@ def _tile_spec(block: int, d: int, head_map) -> pl.BlockSpec:
 def _forward(st: _Static, q, k, v, seg, ranges):
   b, t, hq, d = q.shape
   bq, bk = st.blocks.block_q, st.blocks.block_kv
-  kv_head = lambda h: lax.div(h, st.groups)
+  kv_head = _kv_head_map(st.groups)
   q_head = lambda h: h
   lo, hi = ranges["fwd"]
   warps = st.blocks.num_warps_fwd or (4 if d <= 64 else 8)
@@ -339,7 +344,7 @@ def _forward(st: _Static, q, k, v, seg, ranges):
 def _backward(st: _Static, q, k, v, seg, ranges, out, lse, do):
   b, t, hq, d = q.shape
   hkv = k.shape[2]
-  kv_head = lambda h: lax.div(h, st.groups)
+  kv_head = _kv_head_map(st.groups)
   q_head = lambda h: h
   delta = jnp.einsum("bthd,bthd->bht", out.astype(jnp.float32), do.astype(jnp.float32))
   seg_spec = pl.BlockSpec((None, t), lambda i, b, h: (b, 0))
