@@ -158,19 +158,29 @@ def shard_activation(x: jax.Array, axes: Sequence[str | None], rules=LOGICAL_AXI
   No-op without a mesh context. Mesh axes that do not divide a dim are dropped
   (e.g. batch 2 on fsdp=8) so small/eval batches still run.
   """
+  spec = fitted_activation_spec(x.shape, axes, rules)
+  return x if spec is None else jax.lax.with_sharding_constraint(x, spec)
+
+
+def fitted_activation_spec(shape: Sequence[int], axes: Sequence[str | None],
+                           rules=LOGICAL_AXIS_RULES) -> PartitionSpec | None:
+  """The PartitionSpec of an activation under the current mesh (None without one).
+
+  Mesh axes that do not divide a dim are dropped, so small/eval batches still run.
+  """
   mesh = jax.sharding.get_abstract_mesh()
   if mesh.empty:
-    return x
+    return None
   spec = logical_to_spec(axes, rules, mesh_axis_names=mesh.axis_names, name="activation")
   fitted = []
-  for dim, entry in zip(x.shape, spec):
+  for dim, entry in zip(shape, spec):
     entries = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
     kept = []
     for e in entries:
       if dim % (math.prod(mesh.shape[k] for k in kept) * mesh.shape[e]) == 0:
         kept.append(e)
     fitted.append(None if not kept else kept[0] if len(kept) == 1 else tuple(kept))
-  return jax.lax.with_sharding_constraint(x, PartitionSpec(*fitted))
+  return PartitionSpec(*fitted)
 
 
 def memory_report(state: nnx.State, mesh: Mesh | AbstractMesh, rules=LOGICAL_AXIS_RULES,

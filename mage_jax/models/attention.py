@@ -39,7 +39,9 @@ import functools
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec
 
+from mage_jax import sharding
 from mage_jax.models import flash_attention as flash
 
 BACKENDS = ("xla", "pallas_gpu", "pallas_interpret", "cudnn")
@@ -184,6 +186,27 @@ def _xla_block(q, k, v, q_seg, kv_seg, q_pos, kv_pos, *, causal: bool, scale: fl
 # -------------------------------------------------------------------------- pallas
 
 
+def _per_shard(kernel, q, k, v, seg, positions):
+  """Runs the Pallas kernel on each device's shard under a mesh.
+
+  XLA cannot partition a custom kernel: without this, a sharded jit would gather
+  q/k/v onto every device. Rows split over the batch axes and heads over the
+  tensor axis are independent, so the kernel runs per shard with no communication.
+  """
+  qs = sharding.fitted_activation_spec(q.shape, ("act_batch", None, "act_heads", None))
+  if qs is None:
+    return kernel(q, k, v, seg, positions=positions)
+  ks = sharding.fitted_activation_spec(k.shape, ("act_batch", None, "act_kv_heads", None))
+  if qs[2] != ks[2]:  # GQA groups stay aligned only if q and kv heads split alike
+    qs = PartitionSpec(qs[0], None, None, None)
+    ks = PartitionSpec(qs[0], None, None, None)
+  ks = PartitionSpec(qs[0], None, ks[2], None)  # the batch split must match q's
+  rows = PartitionSpec(qs[0], None)
+  body = lambda q, k, v, seg, pos: kernel(q, k, v, seg, positions=pos)
+  return jax.shard_map(body, in_specs=(qs, ks, ks, rows, None if positions is None else rows),
+                       out_specs=qs, check_vma=False)(q, k, v, seg, positions)
+
+
 def _pallas_attention(q, k, v, q_seg, kv_seg, causal, q_pos, kv_pos, scale, block_sizes, *,
                       interpret):
   t, s = q.shape[1], k.shape[1]
@@ -202,9 +225,9 @@ def _pallas_attention(q, k, v, q_seg, kv_seg, causal, q_pos, kv_pos, scale, bloc
     kv_positions = slots if kv_pos is None else kv_pos
     if kv_positions is not positions:
       checks.append(jnp.any(positions != kv_positions, axis=1))
-  out = flash.segment_flash_attention(q, k, v, q_seg, causal=causal, scale=scale,
-                                      positions=positions,
-                                      block_sizes=block_sizes, interpret=interpret)
+  kernel = functools.partial(flash.segment_flash_attention, causal=causal, scale=scale,
+                             block_sizes=block_sizes, interpret=interpret)
+  out = _per_shard(kernel, q, k, v, q_seg, positions)
   for bad in checks:
     out = flash.raise_or_poison(bad, out, "pallas attention",
                                 "q and kv segment ids (and positions) must be equal")
