@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import ml_collections
 import pytest
 
 from configs import common
@@ -97,3 +98,12 @@ def test_init_from_pointing_nowhere(tmp_path):
   p = _run_train(["--config=configs/stage2_gui_sft.py:tiny", f"--workdir={tmp_path}/w",
                   f"--config.init.from_dir={tmp_path}/nowhere"], tmp_path)
   assert p.returncode != 0 and "config.init.from_dir" in p.stderr and "nowhere" in p.stderr
+
+
+def test_curriculum_overrides_parse_json_and_reject_unknown_fields():
+  from mage_jax.train import curriculum
+  cfg = ml_collections.ConfigDict(dict(train=dict(total_steps=-1), name="x"))
+  curriculum.apply_overrides(cfg, "train.total_steps=2; name=stage_b")
+  assert cfg.train.total_steps == 2 and cfg.name == "stage_b"
+  with pytest.raises(KeyError, match="train.nope"):
+    curriculum.apply_overrides(cfg, "train.nope=1")

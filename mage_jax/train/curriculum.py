@@ -16,6 +16,7 @@ import os
 import ml_collections
 
 from configs.common import load_config_module
+from mage_jax.train.sweep import apply_point
 
 
 def load_stage_config(path: str, arg: str) -> ml_collections.ConfigDict:
@@ -24,21 +25,15 @@ def load_stage_config(path: str, arg: str) -> ml_collections.ConfigDict:
 
 def apply_overrides(cfg: ml_collections.ConfigDict, overrides: str) -> None:
   """'a.b=1;c=x' -> fields (values parsed as JSON where possible); unknown fields raise."""
+  point = {}
   for item in [x for x in overrides.split(";") if x.strip()]:
     key, value = item.split("=", 1)
     try:
       value = json.loads(value)
     except json.JSONDecodeError:
       pass
-    node = cfg
-    parts = key.strip().split(".")
-    for p in parts[:-1]:
-      if p not in node:
-        raise KeyError(f"override {key!r}: no such config field")
-      node = node[p]
-    if parts[-1] not in node:
-      raise KeyError(f"override {key!r}: no such config field")
-    node[parts[-1]] = value
+    point[key.strip()] = value
+  apply_point(cfg, point)
 
 
 def stage_list(config: ml_collections.ConfigDict) -> list[tuple[str, ml_collections.ConfigDict]]:
