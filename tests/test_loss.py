@@ -84,20 +84,8 @@ def test_no_full_logits_in_backward():
   segs = jnp.ones((b, t), jnp.int32)
   f = lambda h, w: loss_lib.cross_entropy(h, w, targets, mask, segs, chunk_size=32)[0]
   jaxpr = jax.make_jaxpr(jax.grad(f, argnums=(0, 1)))(hidden, kernel)
-  biggest = 0
-
-  def walk(jp):
-    nonlocal biggest
-    for eqn in jp.eqns:
-      for var in eqn.outvars:
-        biggest = max(biggest, int(np.prod(getattr(var.aval, "shape", ()))))
-      for p in eqn.params.values():
-        for sub in (p if isinstance(p, (list, tuple)) else [p]):
-          if isinstance(sub, jax.extend.core.ClosedJaxpr):
-            walk(sub.jaxpr)
-          elif isinstance(sub, jax.extend.core.Jaxpr):
-            walk(sub)
-  walk(jaxpr.jaxpr)
+  biggest = max(int(np.prod(getattr(var.aval, "shape", ())))
+                for eqn in _equations(jaxpr.jaxpr) for var in eqn.outvars)
   assert biggest < t * v, f"an intermediate of {biggest} elements ~ full logits {t * v}"
   assert biggest >= 32 * v  # the chunk's logits do exist
 
@@ -109,20 +97,20 @@ def test_empty_mask_is_zero_not_nan():
   assert float(loss) == 0.0 and np.isfinite(float(m["accuracy"]))
 
 
-def _primitives(jaxpr) -> set[str]:
-  names = set()
+def _equations(jp):
+  """Every equation of a jaxpr, recursing into sub-jaxprs (scan/cond/remat bodies)."""
+  for eqn in jp.eqns:
+    yield eqn
+    for p in eqn.params.values():
+      for sub in (p if isinstance(p, (list, tuple)) else [p]):
+        if isinstance(sub, jax.extend.core.ClosedJaxpr):
+          yield from _equations(sub.jaxpr)
+        elif isinstance(sub, jax.extend.core.Jaxpr):
+          yield from _equations(sub)
 
-  def walk(jp):
-    for eqn in jp.eqns:
-      names.add(eqn.primitive.name)
-      for p in eqn.params.values():
-        for sub in (p if isinstance(p, (list, tuple)) else [p]):
-          if isinstance(sub, jax.extend.core.ClosedJaxpr):
-            walk(sub.jaxpr)
-          elif isinstance(sub, jax.extend.core.Jaxpr):
-            walk(sub)
-  walk(jaxpr.jaxpr)
-  return names
+
+def _primitives(jaxpr) -> set[str]:
+  return {eqn.primitive.name for eqn in _equations(jaxpr.jaxpr)}
 
 
 def test_recompute_only_when_chunked():

@@ -282,23 +282,8 @@ def grounding_episode(record: Any, root: str = "", *, episode_id: str = "",
 def _read_records(path: str, convert, image_root: str | None, **kw) -> Iterator[tr.Episode | tr.SkippedItem]:
   root = image_root or os.path.dirname(os.path.abspath(path))
   stem = os.path.splitext(os.path.basename(path))[0]
-  with open(path, encoding="utf-8") as f:
-    for lineno, line in enumerate(f, start=1):
-      if not line.strip():
-        continue
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError as e:
-        yield tr.SkippedItem(path, lineno, tr.MALFORMED_JSON, f"{e.msg} at column {e.colno}")
-        continue
-      try:
-        ep = convert(record, root, episode_id=f"{stem}-{lineno}", **kw)
-        tr.check_images(ep, "verify")
-      except tr.EpisodeError as e:
-        yield tr.SkippedItem(path, lineno, e.kind, e.reason,
-                             record.get("id") if isinstance(record, dict) else None)
-        continue
-      yield ep
+  return tr.convert_jsonl(
+      path, lambda record, lineno: convert(record, root, episode_id=f"{stem}-{lineno}", **kw))
 
 
 def read_messages_file(path: str, image_root: str | None = None, *, source: str = "",

@@ -16,7 +16,7 @@ import collections
 import dataclasses
 import json
 import os
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from PIL import Image
 
@@ -302,14 +302,10 @@ def episode_to_dict(ep: Episode, root: str | None = None) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- files
 
 
-def read_episodes(path: str, image_check: str = "verify") -> Iterator[Episode | SkippedItem]:
-  """Yields each line of a JSONL file as an Episode or a SkippedItem (file:line, kind, reason).
-
-  Blank lines are ignored. Screenshots are checked eagerly per `image_check`:
-  "verify" (exists and Pillow can parse it; the default), "exists", or "none"
-  (the renderer still skips a sample whose image fails to load, with a reason).
-  """
-  root = os.path.dirname(os.path.abspath(path))
+def convert_jsonl(path: str, convert: Callable[[Any, int], Episode],
+                  image_check: str = "verify") -> Iterator[Episode | SkippedItem]:
+  """Yields each non-blank line of a JSONL file converted by `convert(record, lineno)`,
+  or a SkippedItem (file:line, kind, reason) for malformed JSON or an EpisodeError."""
   with open(path, encoding="utf-8") as f:
     for lineno, line in enumerate(f, start=1):
       if not line.strip():
@@ -319,14 +315,25 @@ def read_episodes(path: str, image_check: str = "verify") -> Iterator[Episode | 
       except json.JSONDecodeError as e:
         yield SkippedItem(path, lineno, MALFORMED_JSON, f"{e.msg} at column {e.colno}")
         continue
-      ep_id = str(d["id"]) if isinstance(d, dict) and "id" in d else None
       try:
-        ep = episode_from_dict(d, root)
+        ep = convert(d, lineno)
         check_images(ep, image_check)
       except EpisodeError as e:
+        ep_id = str(d["id"]) if isinstance(d, dict) and "id" in d else None
         yield SkippedItem(path, lineno, e.kind, e.reason, ep_id)
         continue
       yield ep
+
+
+def read_episodes(path: str, image_check: str = "verify") -> Iterator[Episode | SkippedItem]:
+  """Yields each line of a JSONL file as an Episode or a SkippedItem (file:line, kind, reason).
+
+  Blank lines are ignored. Screenshots are checked eagerly per `image_check`:
+  "verify" (exists and Pillow can parse it; the default), "exists", or "none"
+  (the renderer still skips a sample whose image fails to load, with a reason).
+  """
+  root = os.path.dirname(os.path.abspath(path))
+  return convert_jsonl(path, lambda d, _: episode_from_dict(d, root), image_check)
 
 
 def read_all(paths: Iterable[str], image_check: str = "verify",
