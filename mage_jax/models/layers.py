@@ -47,10 +47,22 @@ class Linear(nnx.Module):
   def __call__(self, x: jax.Array) -> jax.Array:
     dtype = self.dtype or x.dtype
     kernel = self.kernel[...].astype(dtype)
-    y = jnp.dot(x.astype(dtype), kernel)
+    y = matmul_2d(x.astype(dtype), kernel)
     if self.bias is not None:
       y = y + self.bias[...].astype(dtype)
     return y
+
+
+def matmul_2d(x: jax.Array, kernel: jax.Array, **dot_kwargs: Any) -> jax.Array:
+  """x [..., K] @ kernel [K, N] as one [rows, K] @ [K, N] GEMM.
+
+  XLA:CPU lowers a dot with several batch-like leading dims to layout copies
+  (transposes of activations in the backward); flattening them first cut the
+  small benchmark's MLP fwd+bwd by 26% (235 -> 173 ms per layer). Free on GPU.
+  """
+  lead = x.shape[:-1]
+  y = jnp.dot(x.reshape(-1, x.shape[-1]), kernel, **dot_kwargs)
+  return y.reshape(*lead, kernel.shape[-1])
 
 
 class RMSNorm(nnx.Module):
@@ -108,4 +120,4 @@ class Embed(nnx.Module):
   def attend(self, x: jax.Array) -> jax.Array:
     """x [..., D] @ embedding.T -> [..., V] (tied LM head)."""
     dtype = self.dtype or x.dtype
-    return jnp.dot(x.astype(dtype), self.embedding[...].astype(dtype).T)
+    return matmul_2d(x.astype(dtype), self.embedding[...].astype(dtype).T)

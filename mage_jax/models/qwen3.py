@@ -30,7 +30,7 @@ from mage_jax import sharding
 from mage_jax.models import remat as remat_lib
 from mage_jax.models.attention import attention
 from mage_jax.models.config import Qwen3Config
-from mage_jax.models.layers import Embed, Linear, RMSNorm, as_dtype
+from mage_jax.models.layers import Embed, Linear, RMSNorm, as_dtype, matmul_2d
 from mage_jax.models.rope import apply_rope, rope_cos_sin
 from mage_jax.models.sampling import KVCache, init_kv_cache
 
@@ -191,4 +191,4 @@ class Qwen3ForCausalLM(nnx.Module):
 def compute_logits(hidden: jax.Array, kernel: jax.Array, compute_dtype) -> jax.Array:
   """hidden [..., D] @ kernel [D, V] in the compute dtype, accumulated and returned in fp32."""
   dtype = as_dtype(compute_dtype)
-  return jnp.dot(hidden.astype(dtype), kernel.astype(dtype), preferred_element_type=jnp.float32)
+  return matmul_2d(hidden.astype(dtype), kernel.astype(dtype), preferred_element_type=jnp.float32)

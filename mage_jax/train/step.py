@@ -107,18 +107,26 @@ def train_step(graphdef: Any, rest: Any, tx: optax.GradientTransformation, cfg: 
 
   grad_norm = global_norm(grads)
   finite = jnp.isfinite(metrics["loss"]) & jnp.isfinite(grad_norm)
-  updates, new_opt = tx.update(grads, state.opt_state, state.params)
-  new_params = optax.apply_updates(state.params, updates)
-  keep = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(finite, a, b), new, old)
+
+  def apply(_):
+    updates, new_opt = tx.update(grads, state.opt_state, state.params)
+    return optax.apply_updates(state.params, updates), new_opt, global_norm(updates)
+
+  def skip(_):
+    return state.params, state.opt_state, jnp.zeros((), jnp.float32)
+
+  # A branch, not where(finite, new, old) per leaf: the select costs three extra passes
+  # over params + moments (~5% of the small CPU bench step); cond runs one side only.
+  new_params, new_opt, update_norm = jax.lax.cond(finite, apply, skip, None)
   new_state = TrainState(
       step=state.step + 1,
-      params=keep(new_params, state.params),
-      opt_state=keep(new_opt, state.opt_state),
+      params=new_params,
+      opt_state=new_opt,
       rng=jax.random.fold_in(state.rng, state.step),
       nonfinite_steps=state.nonfinite_steps + (~finite).astype(jnp.int32))
   metrics.update(
       grad_norm=grad_norm, param_norm=global_norm(new_state.params),
-      update_norm=jnp.where(finite, global_norm(updates), 0.0),
+      update_norm=update_norm,
       nonfinite=(~finite).astype(jnp.int32), nonfinite_steps=new_state.nonfinite_steps,
       segments=sums.denominator if cfg.per_sequence_loss else sums.tokens)
   return new_state, metrics
