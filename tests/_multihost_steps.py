@@ -5,6 +5,9 @@ import numpy as np
 
 SEQ = 64
 STEPS = 3
+# Held-out bins per source: odd counts, so the two processes hold unequal shares
+# (3 + 2 and 2 + 1 bins) and the short one pads and waits on the allgather.
+HELDOUT_SOURCES = {"alpha": 5, "beta": 3}
 
 
 def global_batch(step: int) -> dict[str, np.ndarray]:
@@ -17,11 +20,12 @@ def global_batch(step: int) -> dict[str, np.ndarray]:
   return b
 
 
-def train_losses(workdir: str) -> dict:
-  """{process_count, devices, losses} of STEPS steps on a data 2 × fsdp 4 mesh."""
+def train_losses(workdir: str, heldout_dir: str = "") -> dict:
+  """{process_count, devices, losses[, heldout]} of STEPS steps on a data 2 × fsdp 4 mesh,
+  then (with `heldout_dir`) the held-out loss of every source folder in it."""
   import jax
-  from configs import stage2_gui_sft
-  from mage_jax.train import loop, step as step_lib
+  from configs import common, stage2_gui_sft
+  from mage_jax.train import evaluation, loop, step as step_lib
   c = stage2_gui_sft.get_config("tiny")
   c.model.arch = "qwen3"
   c.model.text.vocab_size = 32768  # token ids < 3000 and no pads: a smaller head is enough
@@ -30,6 +34,10 @@ def train_losses(workdir: str) -> dict:
   c.train.total_steps = STEPS
   c.data.batch_size = 8
   c.step.loss_chunk_size = 32
+  if heldout_dir:
+    common.set_sources(c, {name: ("unused.jsonl", 1.0, 2) for name in HELDOUT_SOURCES})
+    c.eval.heldout_dir = heldout_dir
+    c.eval.num_batches = 2
   t = loop.build(c, workdir, prepare_data=False)
   state = loop.initial_state(t)
   like = global_batch(0)
@@ -49,4 +57,7 @@ def train_losses(workdir: str) -> dict:
     with jax.set_mesh(t.mesh):
       state, m = fn(state, arrays)
     losses.append(float(np.asarray(jax.device_get(m["loss"]))))
-  return {"process_count": jax.process_count(), "devices": jax.device_count(), "losses": losses}
+  out = {"process_count": jax.process_count(), "devices": jax.device_count(), "losses": losses}
+  if heldout_dir:
+    out["heldout"] = evaluation.heldout_loss(t, state.params, c)
+  return out

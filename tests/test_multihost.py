@@ -9,18 +9,20 @@ import sys
 import pytest
 
 from mage_jax.train import distributed
-from tests._multihost_steps import train_losses
+from tests._multihost_steps import HELDOUT_SOURCES, SEQ, train_losses
+from tests._train_helpers import write_bins
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 WORKER = r'''
 import json, sys
-pid, nproc, ndev, port, workdir = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+pid, nproc, ndev, port, workdir, heldout = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
+                                            sys.argv[4], sys.argv[5], sys.argv[6])
 from mage_jax.train import distributed
 distributed.initialize(coordinator=f"localhost:{port}", num_processes=nproc, process_id=pid,
                        cpu_devices=ndev)
 from tests._multihost_steps import train_losses
-print("LOSSES " + json.dumps(train_losses(workdir)), flush=True)
+print("LOSSES " + json.dumps(train_losses(workdir, heldout)), flush=True)
 '''
 
 
@@ -47,15 +49,18 @@ def _parse(out: str) -> dict:
 def test_two_processes_match_one_process(tmp_path):
   script = tmp_path / "worker.py"
   script.write_text(WORKER)
+  heldout = tmp_path / "heldout"
+  for seed, (name, n) in enumerate(HELDOUT_SOURCES.items()):
+    write_bins(str(heldout / name), n=n, seq_len=SEQ, seed=seed, train_from=0.3)
   port = str(_free_port())
   procs = [subprocess.Popen([sys.executable, str(script), str(i), "2", "4", port,
-                             str(tmp_path / "multi")], cwd=ROOT, env=_env(),
+                             str(tmp_path / "multi"), str(heldout)], cwd=ROOT, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
            for i in range(2)]
   try:
     # The reference, 1 process x 8 devices, is this pytest process (conftest: 8 CPU
     # devices), run while the two workers start: one process fewer to launch.
-    ref = train_losses(str(tmp_path / "single"))
+    ref = train_losses(str(tmp_path / "single"), str(heldout))
   finally:
     outs = [p.communicate(timeout=400) for p in procs]
   assert ref["devices"] == 8 and ref["process_count"] == 1
@@ -66,6 +71,12 @@ def test_two_processes_match_one_process(tmp_path):
     assert got["process_count"] == 2 and got["devices"] == 8
     for a, b in zip(got["losses"], ref["losses"]):
       assert abs(a - b) <= 1e-6 * abs(b), (got["losses"], ref["losses"])
+    # Held-out eval: each process reads its share of the bins; every bin counted once.
+    assert set(got["heldout"]) == set(ref["heldout"]), (got["heldout"], ref["heldout"])
+    for name, n in HELDOUT_SOURCES.items():
+      assert got["heldout"][f"heldout_bins/{name}"] == ref["heldout"][f"heldout_bins/{name}"] == n
+      for k in (f"heldout_loss/{name}", f"heldout_accuracy/{name}"):
+        assert abs(got["heldout"][k] - ref["heldout"][k]) <= 1e-5 * abs(ref["heldout"][k]) + 1e-7, k
   assert ref["losses"][2] < ref["losses"][0]
 
 

@@ -46,10 +46,19 @@ def _heldout_batches(paths: list[str], max_bins: int, batch_size: int):
 
 
 def _any_process(flag: bool) -> bool:
+  return bool(np.any(_gather_processes(flag)))
+
+
+def _sum_processes(x: float) -> float:
+  return float(np.sum(_gather_processes(x)))
+
+
+def _gather_processes(x: Any) -> np.ndarray:
+  """[process_count] of a host scalar (just [x] in one process)."""
   if jax.process_count() == 1:
-    return flag
+    return np.asarray([x])
   from jax.experimental import multihost_utils
-  return bool(np.any(multihost_utils.process_allgather(np.asarray(flag))))
+  return np.asarray(multihost_utils.process_allgather(np.asarray(x)))
 
 
 def heldout_root(t: Any, config: ml_collections.ConfigDict) -> str:
@@ -91,7 +100,9 @@ def heldout_loss(t: Any, params: Any, config: ml_collections.ConfigDict) -> dict
       nll += float(out["nll_sum"][0])
       correct += float(out["correct_sum"][0])
       tokens += float(out["tokens"][0])
-    res[f"heldout_bins/{name}"] = float(bins)
+    # Each process counted the bins of its own host batches; nll/tokens came out of
+    # the jitted step already summed over every process.
+    res[f"heldout_bins/{name}"] = _sum_processes(bins) if paths else 0.0
     if tokens > 0:
       res[f"heldout_loss/{name}"] = nll / tokens
       res[f"heldout_accuracy/{name}"] = correct / tokens
