@@ -6,11 +6,17 @@ loss, denominator, gradients of the summed loss) and divides once at the end,
 so the result is the big-batch token mean no matter how trained tokens are
 spread over micro-batches. Micro-batch j takes rows j, j+n, j+2n, ... so each
 micro-batch stays spread over every data-parallel device.
+
+The objective is pluggable: anything with `sums(model, batch)` (a NamedTuple
+of additive fp32 scalars with `.loss` and `.denominator`) and
+`finalize(sums) -> metrics` (with "loss"). The SFT cross-entropy is the
+default; RL passes `mage_jax.rl.objective.rl_objective(...)`. Optimizer,
+clipping, the nonfinite guard, donation and shardings are the same for both.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -49,15 +55,30 @@ def model_hidden(model: Any, batch: dict[str, jax.Array]) -> jax.Array:
   return model(batch["tokens"], batch["positions"], batch["segment_ids"])
 
 
-def loss_sums_fn(graphdef: Any, cfg: StepConfig) -> Callable[..., loss_lib.LossSums]:
-  def fn(params: Any, rest: Any, batch: dict[str, jax.Array]) -> loss_lib.LossSums:
-    model = merge_model(graphdef, params, rest)
+class Objective(Protocol):
+  """What the train step minimises: additive sums per micro-batch, then metrics."""
+
+  def sums(self, model: Any, batch: dict[str, jax.Array]) -> NamedTuple: ...
+
+  def finalize(self, sums: Any) -> dict[str, jax.Array]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class SFTObjective:
+  """Chunked next-token cross-entropy over the trained tokens (the default objective)."""
+  cfg: StepConfig
+
+  def sums(self, model: Any, batch: dict[str, jax.Array]) -> loss_lib.LossSums:
     hidden = model_hidden(model, batch)
     return loss_lib.loss_sums(
         hidden, model.lm_head_kernel(), batch["targets"], batch["loss_mask"],
-        batch["segment_ids"], chunk_size=cfg.loss_chunk_size,
-        z_loss_weight=cfg.z_loss_weight, per_sequence=cfg.per_sequence_loss)
-  return fn
+        batch["segment_ids"], chunk_size=self.cfg.loss_chunk_size,
+        z_loss_weight=self.cfg.z_loss_weight, per_sequence=self.cfg.per_sequence_loss)
+
+  def finalize(self, sums: loss_lib.LossSums) -> dict[str, jax.Array]:
+    metrics = loss_lib.finalize(sums)
+    metrics["segments"] = sums.denominator if self.cfg.per_sequence_loss else sums.tokens
+    return metrics
 
 
 def split_micro(batch: dict[str, jax.Array], n: int) -> dict[str, jax.Array]:
@@ -71,13 +92,14 @@ def split_micro(batch: dict[str, jax.Array], n: int) -> dict[str, jax.Array]:
 
 
 def grads_and_sums(graphdef: Any, cfg: StepConfig, params: Any, rest: Any,
-                   batch: dict[str, jax.Array]) -> tuple[Any, loss_lib.LossSums]:
+                   batch: dict[str, jax.Array], objective: Objective | None = None
+                   ) -> tuple[Any, NamedTuple]:
   """Gradient of the *summed* weighted loss and the loss sums, over all micro-batches."""
-  sums_fn = loss_sums_fn(graphdef, cfg)
+  objective = objective or SFTObjective(cfg)
 
   def one(mb):
     def f(p):
-      s = sums_fn(p, rest, mb)
+      s = objective.sums(merge_model(graphdef, p, rest), mb)
       return s.loss, s
     (_, s), g = jax.value_and_grad(f, has_aux=True)(params)
     return g, s
@@ -93,17 +115,21 @@ def grads_and_sums(graphdef: Any, cfg: StepConfig, params: Any, rest: Any,
             jax.tree_util.tree_map(jnp.add, s_acc, s)), None
 
   zeros_g = jax.tree_util.tree_map(lambda p: jnp.zeros(p.shape, jnp.float32), params)
-  zeros_s = loss_lib.LossSums(*[jnp.zeros((), jnp.float32)] * len(loss_lib.LossSums._fields))
+  sums_like = jax.eval_shape(lambda p, b: objective.sums(merge_model(graphdef, p, rest), b),
+                             params, jax.tree_util.tree_map(lambda x: x[0], micro))
+  zeros_s = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), sums_like)
   (grads, sums), _ = jax.lax.scan(body, (zeros_g, zeros_s), micro)
   return grads, sums
 
 
 def train_step(graphdef: Any, rest: Any, tx: optax.GradientTransformation, cfg: StepConfig,
-               state: TrainState, batch: dict[str, jax.Array]) -> tuple[TrainState, dict]:
-  grads, sums = grads_and_sums(graphdef, cfg, state.params, rest, batch)
+               state: TrainState, batch: dict[str, jax.Array],
+               objective: Objective | None = None) -> tuple[TrainState, dict]:
+  objective = objective or SFTObjective(cfg)
+  grads, sums = grads_and_sums(graphdef, cfg, state.params, rest, batch, objective)
   den = jnp.maximum(sums.denominator, 1.0)
   grads = jax.tree_util.tree_map(lambda g: (g / den).astype(jnp.float32), grads)
-  metrics = loss_lib.finalize(sums)
+  metrics = objective.finalize(sums)
 
   grad_norm = global_norm(grads)
   finite = jnp.isfinite(metrics["loss"]) & jnp.isfinite(grad_norm)
@@ -127,8 +153,7 @@ def train_step(graphdef: Any, rest: Any, tx: optax.GradientTransformation, cfg: 
   metrics.update(
       grad_norm=grad_norm, param_norm=global_norm(new_state.params),
       update_norm=update_norm,
-      nonfinite=(~finite).astype(jnp.int32), nonfinite_steps=new_state.nonfinite_steps,
-      segments=sums.denominator if cfg.per_sequence_loss else sums.tokens)
+      nonfinite=(~finite).astype(jnp.int32), nonfinite_steps=new_state.nonfinite_steps)
   return new_state, metrics
 
 
@@ -138,9 +163,11 @@ def batch_shardings(mesh: Mesh, batch_like: dict[str, Any]) -> dict[str, Any]:
 
 def jit_train_step(graphdef: Any, rest: Any, tx: optax.GradientTransformation, cfg: StepConfig,
                    mesh: Mesh, state_shardings: TrainState,
-                   batch_like: dict[str, Any]) -> Callable[[TrainState, dict], tuple[TrainState, dict]]:
-  """jit with explicit in/out shardings; the state argument is donated."""
-  fn = lambda state, batch: train_step(graphdef, rest, tx, cfg, state, batch)
+                   batch_like: dict[str, Any], objective: Objective | None = None
+                   ) -> Callable[[TrainState, dict], tuple[TrainState, dict]]:
+  """jit with explicit in/out shardings; the state argument is donated.
+  `objective` defaults to the SFT cross-entropy (SFTObjective(cfg))."""
+  fn = lambda state, batch: train_step(graphdef, rest, tx, cfg, state, batch, objective)
   return jax.jit(fn, in_shardings=(state_shardings, batch_shardings(mesh, batch_like)),
                  out_shardings=(state_shardings, replicated(mesh)), donate_argnums=(0,))
 

@@ -1,0 +1,154 @@
+"""The RL objective (DESIGN.md "RL objective"): group-relative advantages and
+the clipped surrogate with a truncated importance weight, as additive sums.
+
+Per policy token (loss_mask 1):
+  rho = exp(logp_new - logp_old)
+  w   = stop_gradient(min(exp(logp_old - logp_rollout), C))
+  l   = w * max(-A * rho, -A * clip(rho, 1 - eps_low, 1 + eps_high))
+and the loss is the token mean of l over policy tokens. logp_old is the
+learner's recomputation before the update, logp_rollout the inference engine's
+log-prob of the sampled token; w corrects the engine/learner mismatch.
+
+Everything is returned as *sums* (RLSums) so gradient accumulation adds
+micro-batches and divides once, exactly like train.loss.LossSums; the train
+step takes the RL objective through its pluggable `objective` argument.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from mage_jax.train import loss as loss_lib
+from mage_jax.train.state import merge_model
+from mage_jax.train.step import model_hidden
+
+
+def group_advantages(rewards: jax.Array, eps: float = 1e-6) -> jax.Array:
+  """rewards [G, N] (G task groups x N episodes) -> advantages [G, N].
+
+  A = (r - mean_g) / (std_g + eps) with the population std (ddof=0). A group
+  whose rewards are all equal carries no signal: its advantages are 0 (also
+  with eps = 0, where the formula would give 0/0).
+  """
+  rewards = jnp.asarray(rewards, jnp.float32)
+  mean = rewards.mean(axis=-1, keepdims=True)
+  centered = rewards - mean
+  std = jnp.sqrt(jnp.mean(jnp.square(centered), axis=-1, keepdims=True))
+  return jnp.where(std > 0, centered / (std + eps), 0.0)
+
+
+def tis_weight(logp_old: jax.Array, logp_rollout: jax.Array, cap: float) -> jax.Array:
+  """Truncated importance weight stop_gradient(min(exp(logp_old - logp_rollout), cap))."""
+  return jax.lax.stop_gradient(jnp.minimum(jnp.exp(logp_old - logp_rollout), cap))
+
+
+class RLLossConfig(NamedTuple):
+  clip_eps_low: float = 0.2
+  clip_eps_high: float = 0.28
+  tis_cap: float = 2.0
+
+
+class RLSums(NamedTuple):
+  """Additive RL statistics of one (micro-)batch (fp32 scalars)."""
+  loss: jax.Array         # sum over policy tokens of w * max(-A*rho, -A*clip(rho))
+  denominator: jax.Array  # policy tokens (the token-mean normaliser)
+  tokens: jax.Array       # policy tokens
+  clipped: jax.Array      # policy tokens whose gradient the clip zeroes
+  truncated: jax.Array    # policy tokens whose importance weight hit the cap
+  ratio_sum: jax.Array    # sum of rho
+  kl_sum: jax.Array       # sum of (rho - 1) - log rho (k3 estimate of KL(old || new))
+
+
+def grpo_sums(logp_new: jax.Array, logp_old: jax.Array, logp_rollout: jax.Array,
+              advantages: jax.Array, mask: jax.Array, cfg: RLLossConfig) -> RLSums:
+  """RLSums of [B, T] fp32 inputs; mask = 1 on policy-generated tokens.
+
+  Tokens with mask 0 contribute nothing to any sum or gradient, even when their
+  log-probs are garbage (inf/NaN): they are replaced before any arithmetic, so
+  no 0 * inf reaches the forward or the backward.
+  """
+  live = mask > 0
+  m = live.astype(jnp.float32)
+  zero = jnp.zeros_like(m)
+  new = jnp.where(live, logp_new.astype(jnp.float32), zero)
+  old = jnp.where(live, logp_old.astype(jnp.float32), zero)
+  rollout = jnp.where(live, logp_rollout.astype(jnp.float32), zero)
+  adv = jnp.where(live, advantages.astype(jnp.float32), zero)
+
+  log_ratio = new - jax.lax.stop_gradient(old)
+  rho = jnp.exp(log_ratio)
+  unclipped = -adv * rho
+  clipped = -adv * jnp.clip(rho, 1.0 - cfg.clip_eps_low, 1.0 + cfg.clip_eps_high)
+  surrogate = jnp.maximum(unclipped, clipped)
+  w = tis_weight(old, rollout, cfg.tis_cap)
+
+  rho_sg = jax.lax.stop_gradient(rho)
+  log_ratio_sg = jax.lax.stop_gradient(log_ratio)
+  tokens = m.sum()
+  return RLSums(
+      loss=(m * w * surrogate).sum(),
+      denominator=tokens,
+      tokens=tokens,
+      clipped=(m * (clipped > unclipped)).sum(),
+      truncated=(m * (jnp.exp(old - rollout) > cfg.tis_cap)).sum(),
+      ratio_sum=(m * rho_sg).sum(),
+      kl_sum=(m * ((rho_sg - 1.0) - log_ratio_sg)).sum())
+
+
+def rl_finalize(sums: RLSums) -> dict[str, jax.Array]:
+  """Means from sums; a batch without policy tokens gives loss 0, not NaN."""
+  den = jnp.maximum(sums.denominator, 1.0)
+  n = jnp.maximum(sums.tokens, 1.0)
+  return {
+      "loss": sums.loss / den,
+      "clip_frac": sums.clipped / n,
+      "tis_trunc_frac": sums.truncated / n,
+      "mean_ratio": sums.ratio_sum / n,
+      "approx_kl": sums.kl_sum / n,
+      "policy_tokens": sums.tokens,
+  }
+
+
+def token_logprobs(model: Any, batch: dict[str, jax.Array], chunk_size: int) -> jax.Array:
+  """[B, T] fp32 log p(targets) under `model` on the policy tokens (0 where loss_mask is 0).
+
+  The chunked LM head of the SFT loss (train.loss.token_stats), so [B, T, V]
+  logits never exist for long rows; logp = -nll.
+  """
+  hidden = model_hidden(model, batch)
+  stats = loss_lib.token_stats(hidden, model.lm_head_kernel(), batch["targets"],
+                               chunk_size=chunk_size, mask=batch["loss_mask"])
+  return -stats.nll
+
+
+@dataclasses.dataclass(frozen=True)
+class RLObjective:
+  """The objective train.step plugs in: sums(model, batch) -> RLSums, finalize(sums) -> metrics.
+
+  The batch carries the RL fields of mage_jax.rl.batch (logp_old filled by the learner).
+  """
+  cfg: RLLossConfig
+  chunk_size: int
+
+  def sums(self, model: Any, batch: dict[str, jax.Array]) -> RLSums:
+    logp_new = token_logprobs(model, batch, self.chunk_size)
+    return grpo_sums(logp_new, batch["logp_old"], batch["logp_rollout"], batch["advantages"],
+                     batch["loss_mask"], self.cfg)
+
+  def finalize(self, sums: RLSums) -> dict[str, jax.Array]:
+    return rl_finalize(sums)
+
+
+def rl_objective(cfg: RLLossConfig, chunk_size: int) -> RLObjective:
+  """The RL objective for `train.step.jit_train_step(..., objective=rl_objective(cfg, chunk))`."""
+  return RLObjective(cfg=cfg, chunk_size=chunk_size)
+
+
+def make_logp_fn(graphdef: Any, rest: Any, chunk_size: int
+                 ) -> Callable[[Any, dict[str, jax.Array]], jax.Array]:
+  """The learner's jitted (params, batch) -> logp [B, T] that fills batch["logp_old"]."""
+  return jax.jit(lambda params, batch: token_logprobs(merge_model(graphdef, params, rest), batch,
+                                                       chunk_size))
