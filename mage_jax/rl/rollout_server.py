@@ -1,0 +1,399 @@
+"""The embedded rollout server: vLLM's OpenAI-server protocol over an in-process mage_jax policy.
+
+A `ThreadingHTTPServer` on loopback that answers the routes `RolloutClient`
+uses (see rollout_client.py for the protocol facts and their vLLM sources):
+
+  GET  /health, /v1/models, /is_paused
+  POST /v1/completions        token-id (or text) prompt, `logprobs` int, `return_token_ids`
+  POST /v1/chat/completions   messages rendered with the Qwen3 chat template; base64
+                              `image_url` parts become images (Mage-VL only, else 400)
+  POST /pause, /resume        new generation requests wait while paused; in-flight ones
+                              finish first (every `mode` drains: a jitted generate can't abort)
+  POST /reset_prefix_cache    accepted; there is no cross-request cache to clear
+  POST /collective_rpc        method `reload_weights`, kwargs {weights_path} (or args[0]):
+                              `api.load` the HF dir, then swap the policy atomically
+plus one route of ours (vLLM has none): GET /mage/weights -> {"path", "model"}.
+
+Log-probs are those of the processed distribution that was sampled from
+(`models.sampling`: log-softmax of logits / temperature within the top-p
+nucleus), like vLLM's `--logprobs-mode processed_logprobs`; temperature 0 is
+greedy with the raw log-softmax. `top_logprobs` holds only the sampled token
+(alternatives are not computed). Prompts and `max_tokens` are padded to
+power-of-two buckets so a server compiles a handful of generate shapes, not one
+per request; the completion is cut back to `max_tokens`.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import random
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+IMAGE_BLOCK = "<|vision_start|><|image_pad|><|vision_end|>"
+
+
+class RequestError(ValueError):
+  """A bad request: answered with `status` and the message."""
+
+  def __init__(self, message: str, status: int = 400):
+    super().__init__(message)
+    self.status = status
+
+
+def _bucket(n: int, minimum: int) -> int:
+  return max(minimum, 1 << max(0, n - 1).bit_length())
+
+
+# ---- chat rendering ------------------------------------------------------------------------------
+def _decode_image(url: str, where: str) -> np.ndarray:
+  from PIL import Image
+  if not url.startswith("data:") or ";base64," not in url:
+    raise RequestError(f"{where}: only base64 data URLs (data:image/...;base64,...) are supported")
+  try:
+    raw = base64.b64decode(url.split(";base64,", 1)[1], validate=True)
+    return np.asarray(Image.open(io.BytesIO(raw)).convert("RGB"))
+  except Exception as e:  # noqa: BLE001 - any decode failure is the client's bad input
+    raise RequestError(f"{where}: image does not decode ({e})") from e
+
+
+def flatten_messages(messages: Any) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
+  """OpenAI messages -> messages with string content (images as vision blocks) + images in order."""
+  if not isinstance(messages, list) or not messages:
+    raise RequestError("'messages' must be a non-empty list")
+  out, images = [], []
+  for i, m in enumerate(messages):
+    if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+      raise RequestError(f"messages[{i}]: needs a 'role' string")
+    content = m.get("content")
+    if content is None:
+      content = ""
+    if isinstance(content, list):
+      pieces = []
+      for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text":
+          pieces.append(str(part.get("text", "")))
+        elif kind == "image_url":
+          url = (part.get("image_url") or {}).get("url", "")
+          images.append(_decode_image(url, f"messages[{i}].content[{j}].image_url"))
+          pieces.append(IMAGE_BLOCK)
+        else:
+          raise RequestError(f"messages[{i}].content[{j}]: unsupported part type {kind!r}")
+      content = "".join(pieces)
+    elif not isinstance(content, str):
+      raise RequestError(f"messages[{i}].content: must be a string or a list of parts")
+    out.append({**m, "content": content})
+  return out, images
+
+
+def render_chat(template: str, messages: list[dict[str, Any]], **kwargs) -> str:
+  """The chat template rendered as transformers' apply_chat_template does (sandboxed jinja)."""
+  import jinja2.ext
+  from jinja2.sandbox import ImmutableSandboxedEnvironment
+  env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                      extensions=[jinja2.ext.loopcontrols])
+  env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False, **kw)
+  return env.from_string(template).render(messages=messages, add_generation_prompt=True, **kwargs)
+
+
+# ---- the server ----------------------------------------------------------------------------------
+class RolloutServer:
+  def __init__(self, policy_or_path, *, host: str = "127.0.0.1", port: int = 0, model_name: str = "mage",
+               load_kwargs: dict[str, Any] | None = None):
+    self.model_name = model_name
+    self.load_kwargs = dict(load_kwargs or {})
+    if isinstance(policy_or_path, str):
+      self._policy, self._path = self._load(policy_or_path), os.path.abspath(policy_or_path)
+    else:
+      self._policy, self._path = policy_or_path, None
+    self._cond = threading.Condition()
+    self._paused = False
+    self._inflight = 0
+    self._generate_lock = threading.Lock()  # one generate at a time: the device runs one anyway
+    self._template: str | None = None
+    self.httpd = ThreadingHTTPServer((host, port), _handler(self))
+    self.httpd.daemon_threads = True
+    self.url = f"http://{host}:{self.httpd.server_address[1]}/v1"
+    self._thread: threading.Thread | None = None
+
+  # ---- lifecycle ---------------------------------------------------------------------------------
+  def start(self) -> "RolloutServer":
+    self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True, name="rollout-server")
+    self._thread.start()
+    return self
+
+  def stop(self) -> None:
+    self.resume()  # release waiters so their threads can finish
+    self.httpd.shutdown()
+    self.httpd.server_close()
+
+  def __enter__(self) -> "RolloutServer":
+    return self.start() if self._thread is None else self
+
+  def __exit__(self, *exc) -> None:
+    self.stop()
+
+  # ---- weights -----------------------------------------------------------------------------------
+  def _load(self, path: str):
+    from mage_jax import api
+    return api.load(path, **self.load_kwargs)
+
+  def reload_weights(self, path: str) -> None:
+    if not os.path.isdir(path):
+      raise RequestError(f"reload_weights: {path} is not a directory", status=500)
+    try:
+      policy = self._load(path)
+    except Exception as e:  # noqa: BLE001 - reported to the caller, the old weights stay live
+      raise RequestError(f"reload_weights({path}) failed: {type(e).__name__}: {e}", status=500) from e
+    with self._cond:  # requests snapshot the policy under this lock: the swap is atomic
+      self._policy, self._path, self._template = policy, os.path.abspath(path), None
+
+  @property
+  def served_path(self) -> str | None:
+    return self._path
+
+  # ---- pause -------------------------------------------------------------------------------------
+  def pause(self) -> None:
+    with self._cond:
+      self._paused = True
+      self._cond.wait_for(lambda: self._inflight == 0)
+
+  def resume(self) -> None:
+    with self._cond:
+      self._paused = False
+      self._cond.notify_all()
+
+  @property
+  def paused(self) -> bool:
+    return self._paused
+
+  def _admit(self):
+    with self._cond:
+      self._cond.wait_for(lambda: not self._paused)
+      self._inflight += 1
+      return self._policy
+
+  def _release(self) -> None:
+    with self._cond:
+      self._inflight -= 1
+      self._cond.notify_all()
+
+  # ---- generation --------------------------------------------------------------------------------
+  def _chat_template(self, policy) -> str:
+    if self._template is None:
+      from mage_jax.data.tokenizer import load_tokenizer
+      folder = self._path or ""
+      file = os.path.join(folder, "chat_template.jinja")
+      if folder and os.path.isfile(file):
+        with open(file, encoding="utf-8") as f:
+          self._template = f.read()
+      else:
+        self._template = policy._tokenizer().chat_template or load_tokenizer("").chat_template
+    return self._template
+
+  def generate(self, body: dict[str, Any], *, chat: bool) -> dict[str, Any]:
+    if body.get("model") not in (None, self.model_name):
+      raise RequestError(f"The model `{body['model']}` does not exist (serving `{self.model_name}`).",
+                         status=404)
+    max_tokens = _int_field(body, "max_tokens", 16)
+    if max_tokens < 1:
+      raise RequestError("'max_tokens' must be >= 1")
+    temperature = float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0)
+    top_p = float(body.get("top_p", 1.0) if body.get("top_p") is not None else 1.0)
+    if temperature < 0 or not 0 < top_p <= 1:
+      raise RequestError(f"temperature={temperature} must be >= 0 and top_p={top_p} in (0, 1]")
+    seed = body.get("seed")
+    seed = random.getrandbits(31) if seed is None else int(seed)
+    policy = self._admit()
+    try:
+      prompt, images = self._prompt(policy, body, chat=chat)
+      tokens, logprobs, finish = self._run(policy, prompt, images, max_tokens, temperature, top_p, seed)
+    finally:
+      self._release()
+    return self._response(policy, body, chat, prompt, tokens, logprobs, finish)
+
+  def _prompt(self, policy, body: dict[str, Any], *, chat: bool) -> tuple[np.ndarray, list[np.ndarray]]:
+    from mage_jax.models.config import MageVLConfig
+    if chat:
+      messages, images = flatten_messages(body.get("messages"))
+      if images and not isinstance(policy.cfg, MageVLConfig):
+        raise RequestError("image_url parts need a Mage-VL model; this server runs text-only Qwen3")
+      kwargs = body.get("chat_template_kwargs") or {}
+      text = render_chat(self._chat_template(policy), messages, **kwargs)
+      prompt = policy.encode(text)
+    else:
+      images, prompt = [], body.get("prompt")
+      if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (list, str)):
+        prompt = prompt[0]  # a batch of one
+      if isinstance(prompt, str):
+        prompt = policy.encode(prompt)
+      elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        prompt = np.asarray(prompt, np.int32)
+      else:
+        raise RequestError("'prompt' must be a string or a non-empty list of token ids (one prompt)")
+    vocab = policy.cfg.text.vocab_size if isinstance(policy.cfg, MageVLConfig) else policy.cfg.vocab_size
+    if len(prompt) == 0 or prompt.min() < 0 or prompt.max() >= vocab:
+      raise RequestError(f"prompt token ids must be in [0, {vocab}) and non-empty")
+    if images:
+      try:
+        prompt, _ = policy._vision_inputs(prompt, images)  # expand <|image_pad|> as the model sees it
+      except ValueError as e:
+        raise RequestError(str(e)) from e
+    return prompt, images
+
+  def _run(self, policy, prompt: np.ndarray, images, max_tokens: int, temperature: float, top_p: float,
+           seed: int) -> tuple[list[int], list[float], str]:
+    import jax
+    import jax.numpy as jnp
+    from mage_jax.models.config import IM_END_ID, PAD_ID
+    from mage_jax.models.sampling import generate
+    _, vision = policy._vision_inputs(prompt, images) if images else (prompt, {})
+    length = len(prompt)
+    padded = np.full((1, _bucket(length, 16)), PAD_ID, np.int32)
+    padded[0, :length] = prompt
+    with self._generate_lock:
+      out = generate(policy.model, jnp.asarray(padded), _bucket(max_tokens, 8),
+                     prompt_lengths=jnp.asarray([length], jnp.int32), greedy=temperature == 0,
+                     temperature=max(temperature, 1e-6), top_p=top_p, rng=jax.random.key(seed), **vision)
+      n = min(int(out.lengths[0]), max_tokens)
+      tokens = [int(t) for t in np.asarray(out.tokens[0, :n])]
+      logprobs = [float(x) for x in np.asarray(out.logprobs[0, :n])]
+    finish = "stop" if tokens and tokens[-1] == IM_END_ID else "length"
+    return tokens, logprobs, finish
+
+  def _response(self, policy, body, chat: bool, prompt: np.ndarray, tokens: list[int],
+                logprobs: list[float], finish: str) -> dict[str, Any]:
+    from mage_jax.models.config import IM_END_ID
+    tok = policy._tokenizer()
+    skip = bool(body.get("skip_special_tokens", True))
+    text = tok.decode(tokens[:-1] if finish == "stop" else tokens, skip_special_tokens=skip)
+    pieces = [tok.decode([t], skip_special_tokens=False) for t in tokens]
+    usage = {"prompt_tokens": len(prompt), "completion_tokens": len(tokens),
+             "total_tokens": len(prompt) + len(tokens)}
+    want_ids = bool(body.get("return_token_ids"))
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish,
+                              "stop_reason": None if finish != "stop" else IM_END_ID}
+    resp: dict[str, Any] = {"created": int(time.time()), "model": self.model_name, "usage": usage}
+    if chat:
+      resp.update(id=f"chatcmpl-{uuid.uuid4().hex}", object="chat.completion")
+      choice["message"] = {"role": "assistant", "content": text}
+      if body.get("logprobs"):
+        choice["logprobs"] = {"content": [
+            {"token": p, "logprob": lp, "bytes": list(p.encode()), "top_logprobs": []}
+            for p, lp in zip(pieces, logprobs)]}
+      if want_ids:
+        resp["prompt_token_ids"] = [int(t) for t in prompt]
+    else:
+      resp.update(id=f"cmpl-{uuid.uuid4().hex}", object="text_completion")
+      choice["text"] = text
+      if body.get("logprobs") is not None:
+        offsets = np.cumsum([0] + [len(p) for p in pieces[:-1]]).tolist() if pieces else []
+        choice["logprobs"] = {"tokens": pieces, "token_logprobs": logprobs, "text_offset": offsets,
+                              "top_logprobs": [{p: lp} for p, lp in zip(pieces, logprobs)]
+                              if int(body["logprobs"]) > 0 else None}
+      if want_ids:
+        choice["prompt_token_ids"] = [int(t) for t in prompt]
+    if want_ids:
+      choice["token_ids"] = tokens
+    resp["choices"] = [choice]
+    return resp
+
+  # ---- control routes ----------------------------------------------------------------------------
+  def collective_rpc(self, body: dict[str, Any]) -> dict[str, Any]:
+    method = body.get("method")
+    if method is None:
+      raise RequestError("Missing 'method' in request body")
+    if method != "reload_weights":
+      raise RequestError(f"collective_rpc method {method!r} is not supported here (only reload_weights)")
+    kwargs, args = body.get("kwargs") or {}, body.get("args") or []
+    path = kwargs.get("weights_path") or (args[0] if args else None)
+    if not path:
+      raise RequestError("reload_weights needs kwargs.weights_path (or args[0]): an HF directory")
+    self.reload_weights(str(path))
+    return {"results": [None]}
+
+
+def _int_field(body: dict[str, Any], name: str, default: int) -> int:
+  value = body.get(name, default)
+  if value is None:
+    return default
+  if not isinstance(value, int) or isinstance(value, bool):
+    raise RequestError(f"'{name}' must be an integer, got {value!r}")
+  return value
+
+
+def _handler(server: RolloutServer):
+  class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):  # quiet
+      pass
+
+    def _send(self, code: int, obj: Any = None) -> None:
+      body = b"" if obj is None else json.dumps(obj).encode()
+      self.send_response(code)
+      self.send_header("Content-Type", "application/json")
+      self.send_header("Content-Length", str(len(body)))
+      self.end_headers()
+      self.wfile.write(body)
+
+    def _error(self, code: int, message: str) -> None:
+      kind = "BadRequestError" if code == 400 else "NotFoundError" if code == 404 else "InternalServerError"
+      self._send(code, {"error": {"message": message, "type": kind, "param": None, "code": code}})
+
+    def _json_body(self) -> dict[str, Any]:
+      raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+      if not raw:
+        return {}
+      try:
+        body = json.loads(raw)
+      except json.JSONDecodeError as e:
+        raise RequestError(f"JSON decode error: {e}") from e
+      if not isinstance(body, dict):
+        raise RequestError("request body must be a JSON object")
+      return body
+
+    def _dispatch(self, routes: dict[str, Any]) -> None:
+      route = urlsplit(self.path).path.rstrip("/") or "/"
+      try:
+        body = self._json_body() if self.command == "POST" else {}
+        if route not in routes:
+          return self._error(404, f"{self.command} {route}: no such route")
+        code, obj = routes[route](body)
+        self._send(code, obj)
+      except RequestError as e:
+        self._error(e.status, str(e))
+      except Exception as e:  # noqa: BLE001 - a server bug must still answer, not hang the client
+        self._error(500, f"{type(e).__name__}: {e}")
+
+    def do_GET(self):
+      self._dispatch({
+          "/health": lambda b: (200, None),
+          "/v1/models": lambda b: (200, {"object": "list", "data": [
+              {"id": server.model_name, "object": "model", "owned_by": "mage_jax",
+               "root": server.served_path}]}),
+          "/is_paused": lambda b: (200, {"is_paused": server.paused}),
+          "/mage/weights": lambda b: (200, {"path": server.served_path, "model": server.model_name}),
+      })
+
+    def do_POST(self):
+      # /pause's `mode` query is accepted and ignored: every mode drains (module docstring).
+      self._dispatch({
+          "/v1/completions": lambda b: (200, server.generate(b, chat=False)),
+          "/v1/chat/completions": lambda b: (200, server.generate(b, chat=True)),
+          "/pause": lambda b: (server.pause(), (200, {"status": "paused"}))[1],
+          "/resume": lambda b: (server.resume(), (200, {"status": "resumed"}))[1],
+          "/reset_prefix_cache": lambda b: (200, None),
+          "/collective_rpc": lambda b: (200, server.collective_rpc(b)),
+      })
+
+  return Handler

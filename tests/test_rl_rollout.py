@@ -1,0 +1,267 @@
+"""RolloutClient <-> embedded RolloutServer on loopback, with tiny random-init HF checkpoints."""
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from mage_jax.rl.rollout_client import RolloutClient, RolloutError
+
+TINY = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+            head_dim=8, intermediate_size=32)  # the real vocabulary, so the tokenizer's ids are valid
+PROMPT = [9707, 11, 1879, 0, 374]  # "Hello, world!" and a few more ids
+
+
+def tiny_cfg():
+  from mage_jax.models.config import Qwen3Config
+  return Qwen3Config(**TINY)
+
+
+def tiny_model(seed: int):
+  """A random-init tiny Qwen3 whose head is scaled up, so its next-token distributions are
+  peaked (a plain random init is near uniform over 151,936 ids and all seeds look alike)."""
+  from flax import nnx
+  from mage_jax.weights import hf
+  model = hf.build_model(tiny_cfg(), nnx.Rngs(seed))
+  model.lm_head.kernel[...] = model.lm_head.kernel[...] * 20.0
+  return model
+
+
+def make_hf_dir(path: str, seed: int) -> str:
+  from mage_jax.weights import hf
+  hf.save_hf(tiny_model(seed), tiny_cfg(), path)
+  return path
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+  x = x.astype(np.float64)
+  x = x - x.max(-1, keepdims=True)
+  return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+@pytest.fixture(scope="module")
+def ckpts(tmp_path_factory):
+  root = tmp_path_factory.mktemp("rollout_ckpts")
+  return make_hf_dir(str(root / "a"), 0), make_hf_dir(str(root / "b"), 1)
+
+
+@pytest.fixture(scope="module")
+def server(ckpts):
+  from mage_jax.rl.rollout_server import RolloutServer
+  with RolloutServer(ckpts[0]) as s:
+    yield s
+
+
+@pytest.fixture
+def client(server, ckpts):
+  c = RolloutClient(server.url, "mage", timeout=120.0)
+  c.wait_ready(30)
+  yield c
+  if c.served_weights() != ckpts[0]:
+    c.reload_weights(ckpts[0])
+  c.resume()
+
+
+@pytest.fixture(scope="module")
+def policy_a(ckpts):
+  from mage_jax import api
+  return api.load(ckpts[0])
+
+
+def test_greedy_completion_round_trip_and_logprob_parity(client, policy_a):
+  c = client.complete(PROMPT, max_tokens=6, temperature=0.0)
+  assert c.prompt_token_ids == PROMPT
+  assert len(c.token_ids) == len(c.logprobs) == 6 and c.finish_reason == "length"
+  assert c.text == policy_a._tokenizer().decode(c.token_ids)
+  # Independent reference: one causal forward over prompt + completion, log-softmax in NumPy.
+  logits = policy_a.logits(PROMPT + c.token_ids[:-1])
+  logp = log_softmax(logits[len(PROMPT) - 1:])
+  np.testing.assert_array_equal(c.token_ids, logp.argmax(-1))
+  np.testing.assert_allclose(c.logprobs, logp[np.arange(6), c.token_ids], atol=1e-4)
+  assert max(c.logprobs) > -9.0  # peaked, not the near-uniform -11.9 of a plain random init
+
+
+def test_sampled_logprobs_are_the_processed_distribution(client, policy_a):
+  temperature, top_p = 0.7, 0.9
+  c = client.complete(PROMPT, max_tokens=5, temperature=temperature, top_p=top_p, seed=11)
+  again = client.complete(PROMPT, max_tokens=5, temperature=temperature, top_p=top_p, seed=11)
+  assert again.token_ids == c.token_ids and again.logprobs == c.logprobs  # seeded
+  logits = policy_a.logits(PROMPT + c.token_ids[:-1])[len(PROMPT) - 1:].astype(np.float64) / temperature
+  for i, tok in enumerate(c.token_ids):
+    order = np.argsort(-logits[i])
+    probs = np.exp(log_softmax(logits[i][order]))
+    keep = order[(np.cumsum(probs) - probs) < top_p]   # the nucleus, most likely token first
+    assert tok in keep
+    ref = log_softmax(logits[i][keep])[list(keep).index(tok)]
+    assert abs(c.logprobs[i] - ref) < 1e-4
+
+
+def test_chat_renders_the_qwen3_template(client, policy_a):
+  messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
+  c = client.chat(messages, max_tokens=4, temperature=0.0)
+  expected = ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n"
+              "<|im_start|>assistant\n")
+  assert c.prompt_token_ids == list(policy_a.encode(expected))
+  assert len(c.logprobs) == len(c.token_ids) == 4
+  logp = log_softmax(policy_a.logits(c.prompt_token_ids + c.token_ids[:-1])[len(c.prompt_token_ids) - 1:])
+  np.testing.assert_allclose(c.logprobs, logp[np.arange(4), c.token_ids], atol=1e-4)
+  # The same messages as OpenAI content parts render identically.
+  parts = [{"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]}]
+  assert client.chat(parts, max_tokens=1, temperature=0.0).prompt_token_ids == \
+      list(policy_a.encode("<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n"))
+
+
+def test_chat_image_on_text_model_is_a_clear_400(client):
+  from mage_jax.agent.policies import _png_data_url
+  image = {"type": "image_url", "image_url": {"url": _png_data_url(np.zeros((32, 32, 3), np.uint8))}}
+  with pytest.raises(RolloutError, match=r"HTTP 400.*Mage-VL"):
+    client.chat([{"role": "user", "content": [image, {"type": "text", "text": "what?"}]}], max_tokens=2)
+
+
+def _raw(url: str, data: bytes | None = None, method: str = "POST") -> tuple[int, dict]:
+  req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+  try:
+    with urllib.request.urlopen(req, timeout=30) as r:
+      return r.status, json.loads(r.read() or b"{}")
+  except urllib.error.HTTPError as e:
+    return e.code, json.loads(e.read())
+
+
+def test_bad_requests_get_400_404_with_messages(server):
+  code, body = _raw(server.url + "/completions", b"{not json")
+  assert code == 400 and "JSON" in body["error"]["message"]
+  code, body = _raw(server.url + "/completions", json.dumps({"max_tokens": 2}).encode())
+  assert code == 400 and "'prompt'" in body["error"]["message"]
+  code, body = _raw(server.url + "/chat/completions", json.dumps({"max_tokens": 2}).encode())
+  assert code == 400 and "'messages'" in body["error"]["message"]
+  code, body = _raw(server.url + "/completions", json.dumps({"prompt": [1], "max_tokens": "x"}).encode())
+  assert code == 400 and "max_tokens" in body["error"]["message"]
+  code, body = _raw(server.url + "/completions", json.dumps({"prompt": [10**7]}).encode())
+  assert code == 400 and "token ids" in body["error"]["message"]
+  code, body = _raw(server.url + "/nope", b"{}")
+  assert code == 404 and "/v1/nope" in body["error"]["message"]
+  code, body = _raw(server.url + "/completions", json.dumps({"model": "other", "prompt": [1]}).encode())
+  assert code == 404 and "other" in body["error"]["message"]
+  root = server.url[:-3]
+  code, body = _raw(root + "/collective_rpc", json.dumps({"args": []}).encode())
+  assert code == 400 and "method" in body["error"]["message"]
+  code, body = _raw(root + "/collective_rpc", json.dumps({"method": "reload_weights"}).encode())
+  assert code == 400 and "weights_path" in body["error"]["message"]
+
+
+def test_models_health_and_is_paused(client):
+  assert client.health() and client.models() == ["mage"] and client.is_paused() is False
+
+
+def test_pause_blocks_new_requests_until_resume(client):
+  client.pause()
+  assert client.is_paused()
+  result = {}
+  worker = threading.Thread(target=lambda: result.setdefault("c", client.complete(PROMPT, max_tokens=2)))
+  worker.start()
+  worker.join(1.0)
+  assert worker.is_alive() and "c" not in result  # held while paused
+  client.resume()
+  worker.join(60)
+  assert not worker.is_alive() and len(result["c"].token_ids) == 2
+
+
+def test_pause_lets_in_flight_requests_finish(client, server):
+  result = {}
+  worker = threading.Thread(target=lambda: result.setdefault("c", client.complete(PROMPT, max_tokens=48)))
+  worker.start()
+  deadline = time.monotonic() + 30
+  while server._inflight == 0 and time.monotonic() < deadline:
+    time.sleep(0.005)
+  assert server._inflight == 1
+  client.pause()                      # returns only once the in-flight request is done
+  assert server._inflight == 0
+  worker.join(30)
+  assert len(result["c"].token_ids) == 48
+  client.resume()
+
+
+def test_reload_weights_swaps_the_model_and_served_path(client, ckpts):
+  before = client.complete(PROMPT, max_tokens=4, temperature=0.0)
+  assert client.served_weights() == ckpts[0]
+  client.pause()
+  client.reload_weights(ckpts[1])
+  client.reset_prefix_cache()
+  client.resume()
+  assert client.served_weights() == ckpts[1]
+  after = client.complete(PROMPT, max_tokens=4, temperature=0.0)
+  assert np.max(np.abs(np.asarray(after.logprobs) - before.logprobs)) > 0.1 or after.token_ids != before.token_ids
+  with pytest.raises(RolloutError, match=r"HTTP 500.*/does/not/exist"):
+    client.reload_weights("/does/not/exist")
+  assert client.served_weights() == ckpts[1]  # a failed reload keeps the old weights
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def test_dead_server_raises_naming_the_url_within_the_timeout():
+  url = f"http://127.0.0.1:{_free_port()}/v1"
+  c = RolloutClient(url, "mage", timeout=5.0, retries=2, backoff_s=0.05)
+  start = time.monotonic()
+  with pytest.raises(RolloutError, match=rf"{url}/completions.*3 attempt"):
+    c.complete([1, 2], max_tokens=2)
+  assert time.monotonic() - start < 5.0
+  assert not c.health()
+  with pytest.raises(RolloutError, match="not ready"):
+    c.wait_ready(0.3)
+
+
+@contextlib.contextmanager
+def canned_server(body: dict):
+  """A loopback server answering every POST with one canned JSON body; yields its /v1 URL."""
+  canned = json.dumps(body).encode()
+
+  class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *a):
+      pass
+
+    def do_POST(self):
+      self.rfile.read(int(self.headers.get("Content-Length") or 0))
+      self.send_response(200)
+      self.send_header("Content-Length", str(len(canned)))
+      self.end_headers()
+      self.wfile.write(canned)
+
+  httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+  threading.Thread(target=httpd.serve_forever, daemon=True).start()
+  try:
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+  finally:
+    httpd.shutdown()
+    httpd.server_close()
+
+
+GOOD_CHOICE = {"text": "ab", "token_ids": [1, 2], "prompt_token_ids": [5],
+               "logprobs": {"token_logprobs": [-0.1, -0.2]}, "finish_reason": "length"}
+
+
+@pytest.mark.parametrize("choice, field", [
+    ({**GOOD_CHOICE, "token_ids": None}, "token_ids"),
+    ({**GOOD_CHOICE, "prompt_token_ids": None}, "prompt_token_ids"),
+    ({**GOOD_CHOICE, "logprobs": None}, "logprobs"),
+    ({**GOOD_CHOICE, "logprobs": {"token_logprobs": [-0.1]}}, "1 logprobs for 2 token_ids"),
+    ({**GOOD_CHOICE, "token_ids": ["a", "b"]}, "token_ids"),
+])
+def test_malformed_responses_name_the_field(choice, field):
+  with canned_server({"choices": [choice]}) as url:
+    with pytest.raises(RolloutError, match=field):
+      RolloutClient(url, "mage", timeout=10).complete([5], max_tokens=2)
+  with canned_server({"choices": [GOOD_CHOICE]}) as url:
+    out = RolloutClient(url, "mage", timeout=10).complete([5], max_tokens=2)
+  assert out.token_ids == [1, 2] and out.logprobs == [-0.1, -0.2] and out.prompt_token_ids == [5]
