@@ -96,8 +96,13 @@ def test_persistent_state_and_identity(shell):
   assert lines[9].split() == [str(expected_uid), str(expected_uid), "1"] or os.geteuid() != 0
   host_uid = [l.split()[1] for l in open(f"/proc/{_pid_of_shell(shell)}/status") if l.startswith("Uid:")][0]
   assert host_uid == str(expected_uid)
+
+
+@needs_sandbox
+def test_office_libs_importable_inside(shell):
   r = shell.run("python -c 'import openpyxl, pptx, pandas, pypdf, PIL; print(\"libs ok\")'", timeout=60)
   assert r.output.strip() == "libs ok", r.output
+  assert shell.run("python3 -c 'print(1 + 1)'").output.strip() == "2"
 
 
 @needs_sandbox

@@ -37,6 +37,7 @@ constructor raises `SandboxUnavailable`; nothing ever runs unsandboxed.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import shutil
@@ -83,6 +84,10 @@ def _python_binds() -> list[str]:
   base = os.path.realpath(sys.base_prefix)
   ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
   args = ["--ro-bind", base, PY_ROOT]
+  # `python` and `python3` always name this interpreter (a Debian system Python has no
+  # `python`, and an agent types it anyway); PATH puts /opt/bin first.
+  for name in ("python", "python3"):
+    args += ["--symlink", python_in_sandbox(), f"/opt/bin/{name}"]
   purelib = os.path.realpath(sysconfig.get_paths()["purelib"])
   if os.path.realpath(sys.prefix) != base and os.path.isdir(purelib):
     args += ["--ro-bind", purelib, f"{PY_ROOT}/lib/{ver}/site-packages"]
@@ -95,7 +100,7 @@ def python_in_sandbox() -> str:
 
 def sandbox_env(display: str | None = ":0") -> dict[str, str]:
   env = {"HOME": HOME, "USER": "user", "LOGNAME": "user", "LANG": "C.UTF-8", "TERM": "dumb",
-         "PATH": f"{PY_ROOT}/bin:/usr/local/bin:/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1",
+         "PATH": f"/opt/bin:{PY_ROOT}/bin:/usr/local/bin:/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1",
          "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MPLCONFIGDIR": "/tmp/mpl",
          "SHELL": "/bin/bash",
          # the interpreter's RPATH points at its host prefix; without this the system libpython loads
@@ -160,6 +165,28 @@ def check_available() -> str:
   return "user"
 
 
+NS_GET_PARENT = 0xB702  # _IO(0xb7, 0x2) in linux/nsfs.h
+
+
+def _outer_user_namespace(pid: int) -> int | None:
+  """An fd of the user namespace that owns `pid`'s other namespaces, if it isn't pid's own.
+
+  Unprivileged, bwrap maps uid 0 in a first user namespace (mounting devpts for --dev needs
+  it), creates the mount/pid/net/ipc/uts namespaces there, then moves the payload into a
+  nested user namespace that maps the caller's uid. Joining those namespaces needs
+  CAP_SYS_ADMIN in the outer one, which no process stays in: the nsfs ioctl reaches it.
+  None when there is no nesting (the parent is our own user namespace)."""
+  fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+  try:
+    parent = fcntl.ioctl(fd, NS_GET_PARENT)
+  finally:
+    os.close(fd)
+  if os.fstat(parent).st_ino == os.stat("/proc/self/ns/user").st_ino:
+    os.close(parent)
+    return None
+  return parent
+
+
 class Sandbox:
   """A running sandbox. Use `spawn`/`run` to start processes inside it."""
 
@@ -168,6 +195,7 @@ class Sandbox:
     self.mode = check_available()
     self._lock = threading.Lock()
     self._closed = False
+    self._outer_userns: int | None = None
     self._start()
 
   # ---- lifecycle ---------------------------------------------------------------------------
@@ -226,6 +254,7 @@ class Sandbox:
       raise SandboxUnavailable(f"bubblewrap could not create the sandbox ({self.mode} mode): "
                                f"{err.strip() or 'no output'}; refusing to run unsandboxed")
     self.pid = int(json.loads(info)["child-pid"])
+    self._outer_userns = _outer_user_namespace(self.pid) if self.mode == "user" else None
     if self.mode == "root":
       # The payload (child of bwrap's pid 1) is the only process in all six namespaces: join it.
       self.pid = self._userns_holder(self.pid)
@@ -265,6 +294,8 @@ class Sandbox:
       pass
     for stream in (self._bwrap.stdout, self._bwrap.stderr):
       stream.close()
+    if self._outer_userns is not None:
+      os.close(self._outer_userns)
 
   def __enter__(self) -> "Sandbox":
     return self
@@ -274,13 +305,27 @@ class Sandbox:
 
   # ---- processes ---------------------------------------------------------------------------
   def _prefix(self, as_root: bool) -> list[str]:
-    enter = ["nsenter", "-t", str(self.pid), "-m", "-p", "-n", "-i", "-u", "-r", "-w"]
+    namespaces = ["-m", "-p", "-n", "-i", "-u", "-r", "-w"]
     if as_root and self.mode == "root":  # harness-only: host root in the sandbox's mount view (reads, chown)
-      return enter + ["--"]
-    # Join the user namespace too; nsenter drops supplementary groups (before entering, while it
-    # still may) and sets uid/gid inside. Capabilities gained by entering the namespace are lost
-    # at the next exec (the uid is not the namespace's root), and no_new_privs keeps them lost.
-    return enter + ["-U", "-S", str(self.uid), "-G", str(self.gid), "--", "setpriv", "--no-new-privs", "--"]
+      return ["nsenter", "-t", str(self.pid), *namespaces, "--"]
+    # Join the user namespace too. Capabilities gained by entering it are lost at the next exec
+    # (the uid is not the namespace's root), and no_new_privs keeps them lost.
+    no_new_privs = ["setpriv", "--no-new-privs", "--"]
+    if self.mode == "root":
+      # nsenter drops supplementary groups (before entering, while it still may) and sets uid/gid.
+      return ["nsenter", "-t", str(self.pid), *namespaces, "-U", "-S", str(self.uid),
+              "-G", str(self.gid), "--", *no_new_privs]
+    # User mode: bwrap denies setgroups in its user namespace and maps the caller's uid/gid to
+    # themselves, so the (already unprivileged) caller keeps its credentials as they are.
+    if self._outer_userns is None:
+      return ["nsenter", "-t", str(self.pid), *namespaces, "-U", "--preserve-credentials", "--",
+              *no_new_privs]
+    # The mount/pid/net/ipc/uts namespaces belong to bwrap's outer user namespace (see
+    # _outer_user_namespace): join them through it, then step into the payload's inner one.
+    return ["nsenter", "-t", str(self.pid), f"--user=/proc/self/fd/{self._outer_userns}",
+            *namespaces, "--preserve-credentials", "--",
+            # inside the sandbox's /proc the payload's parent (bwrap's init) is pid 1
+            "nsenter", "-t", "1", "-U", "--preserve-credentials", "--", *no_new_privs]
 
   def _limits(self) -> list[str]:
     """A `prlimit` wrapper that sets the rlimits and execs the rest. Not a preexec_fn: that is
@@ -298,6 +343,8 @@ class Sandbox:
     env = dict(env if env is not None else sandbox_env())
     inner = ["/usr/bin/env", "-i", *[f"{k}={v}" for k, v in env.items()],
              "/bin/sh", "-c", 'cd "$0" && exec "$@"', cwd, *argv]
+    if self._outer_userns is not None:
+      popen["pass_fds"] = (*popen.get("pass_fds", ()), self._outer_userns)
     return subprocess.Popen(([] if as_root else self._limits()) + self._prefix(as_root) + inner,
                             start_new_session=True, env={"PATH": "/usr/sbin:/usr/bin:/bin"}, **popen)
 
