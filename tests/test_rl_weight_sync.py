@@ -1,0 +1,100 @@
+"""sync_weights against the embedded rollout server on loopback (tiny random-init checkpoints)."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from mage_jax.rl.rollout_client import RolloutClient
+from mage_jax.rl.rollout_server import RolloutServer
+from mage_jax.rl.weight_sync import WeightSyncError, model_logprobs_fn, sync_weights
+from tests.test_rl_rollout import PROMPT, log_softmax, make_hf_dir, tiny_cfg, tiny_model
+
+
+class StaleServer(RolloutServer):
+  """Acknowledges reload_weights and reports the new path, but keeps serving the old weights."""
+
+  def reload_weights(self, path: str) -> None:
+    self._path = os.path.abspath(path)
+
+
+class NoOpServer(RolloutServer):
+  """Acknowledges reload_weights and changes nothing at all."""
+
+  def reload_weights(self, path: str) -> None:
+    pass
+
+
+@pytest.fixture(scope="module")
+def start_ckpt(tmp_path_factory):
+  return make_hf_dir(str(tmp_path_factory.mktemp("sync_start") / "a"), 0)
+
+
+@pytest.fixture(scope="module")
+def learner():
+  return tiny_model(1)  # different weights from what the server starts with
+
+
+def _sync(server, learner, out_root, version, **kw):
+  client = RolloutClient(server.url, "mage", timeout=120)
+  return sync_weights(client, learner, tiny_cfg(), out_root=out_root, version=version, probe_tokens=PROMPT,
+                      learner_logprobs_fn=model_logprobs_fn(learner, tiny_cfg()), **kw), client
+
+
+def test_sync_makes_the_learner_weights_live_and_prunes(start_ckpt, learner, tmp_path):
+  out_root = str(tmp_path / "sync")
+  with RolloutServer(start_ckpt) as server:
+    client = RolloutClient(server.url, "mage", timeout=120)
+    before = client.complete(PROMPT, max_tokens=4, temperature=0.0)
+    report, client = _sync(server, learner, out_root, 1)
+    assert report.path == os.path.join(out_root, "v1") and client.served_weights() == report.path
+    assert report.probe_max_abs_diff <= 0.05 and report.seconds > 0 and report.version == 1
+    assert not client.is_paused()
+    # The engine now answers with the learner's distribution (bf16 export vs fp32 learner).
+    after = client.complete(PROMPT, max_tokens=4, temperature=0.0)
+    logp = log_softmax(np.asarray(learner.logits(learner(*_inputs(PROMPT + after.token_ids[:-1])))[0]))
+    np.testing.assert_allclose(after.logprobs, logp[len(PROMPT) - 1:][np.arange(4), after.token_ids], atol=0.05)
+    assert np.max(np.abs(np.asarray(after.logprobs) - before.logprobs)) > 0.1 or after.token_ids != before.token_ids
+    for v in (2, 3):
+      _sync(server, learner, out_root, v, keep=2)
+    assert sorted(os.listdir(out_root)) == ["v2", "v3"]
+
+
+def _inputs(tokens):
+  import jax.numpy as jnp
+  t = len(tokens)
+  return (jnp.asarray(tokens, jnp.int32)[None], jnp.arange(t, dtype=jnp.int32)[None],
+          jnp.ones((1, t), jnp.int32))
+
+
+def test_stale_weights_fail_the_probe(start_ckpt, learner, tmp_path):
+  with StaleServer(start_ckpt) as server:
+    with pytest.raises(WeightSyncError, match=r"probe log-probs differ .* > tolerance 0.05"):
+      _sync(server, learner, str(tmp_path / "sync"), 7)
+    assert not server.paused
+
+
+def test_ignored_reload_fails_on_the_served_path(start_ckpt, learner, tmp_path):
+  with NoOpServer(start_ckpt) as server:
+    with pytest.raises(WeightSyncError, match=r"serves .*/a, not .*/v4"):
+      _sync(server, learner, str(tmp_path / "sync"), 4)
+
+
+def test_failed_reload_raises_and_leaves_the_engine_running(start_ckpt, learner, tmp_path):
+  with RolloutServer(start_ckpt) as server:
+    def broken(path):
+      from mage_jax.rl.rollout_server import RequestError
+      raise RequestError(f"reload_weights({path}) failed: disk full", status=500)
+    server.reload_weights = broken
+    with pytest.raises(WeightSyncError, match=r"sync v5 .*HTTP 500.*disk full"):
+      _sync(server, learner, str(tmp_path / "sync"), 5)
+    assert not server.paused and RolloutClient(server.url, "mage").served_weights() == start_ckpt
+
+
+def test_learner_logprobs_fn_too_short_is_an_error(start_ckpt, learner, tmp_path):
+  with RolloutServer(start_ckpt) as server:
+    client = RolloutClient(server.url, "mage", timeout=120)
+    with pytest.raises(WeightSyncError, match="returned 1 log-probs"):
+      sync_weights(client, learner, tiny_cfg(), out_root=str(tmp_path / "s"), version=1, probe_tokens=PROMPT,
+                   learner_logprobs_fn=lambda tokens: np.zeros(1))
