@@ -265,3 +265,49 @@ def test_malformed_responses_name_the_field(choice, field):
   with canned_server({"choices": [GOOD_CHOICE]}) as url:
     out = RolloutClient(url, "mage", timeout=10).complete([5], max_tokens=2)
   assert out.token_ids == [1, 2] and out.logprobs == [-0.1, -0.2] and out.prompt_token_ids == [5]
+
+
+@pytest.mark.slow
+def test_chat_with_image_on_mage_vl(tmp_path):
+  """base64 image_url parts reach a Mage-VL model; log-probs match its own forward with the image."""
+  from launch.serve import random_init_dir
+  from mage_jax import api
+  from mage_jax.agent.policies import _png_data_url
+  from mage_jax.data.images import num_image_tokens, resize_image
+  from mage_jax.models.config import IMAGE_PAD_ID
+  from mage_jax.rl.rollout_server import RolloutServer
+  path = random_init_dir("mage_vl_tiny", 0, str(tmp_path / "vl"))
+  image = np.random.default_rng(0).integers(0, 255, (40, 56, 3), dtype=np.uint8)
+  with RolloutServer(path) as server:
+    parts = [{"type": "image_url", "image_url": {"url": _png_data_url(image)}},
+             {"type": "text", "text": "What is on the screen?"}]
+    c = RolloutClient(server.url, "mage").chat([{"role": "user", "content": parts}], max_tokens=3,
+                                              temperature=0.0)
+  assert c.prompt_token_ids.count(IMAGE_PAD_ID) == num_image_tokens(*resize_image(image).shape[:2])
+  policy = api.load(path)
+  logits = policy.logits(c.prompt_token_ids + c.token_ids[:-1], images=[image])
+  logp = log_softmax(logits[len(c.prompt_token_ids) - 1:])
+  np.testing.assert_allclose(c.logprobs, logp[np.arange(3), c.token_ids], atol=1e-4)
+
+
+def test_launch_serve_tiny_serves_and_stops_on_sigterm():
+  import os
+  import signal
+  import subprocess
+  import sys
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  proc = subprocess.Popen([sys.executable, "-m", "launch.serve", "--config=configs/serve.py:tiny",
+                           "--config.port=0"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+  try:
+    ready = json.loads(proc.stdout.readline())
+    client = RolloutClient(ready["url"], ready["model"], timeout=60)
+    client.wait_ready(30)
+    assert client.served_weights() == ready["weights"]
+    c = client.complete([9707, 11], max_tokens=3, temperature=0.0)
+    assert len(c.token_ids) == len(c.logprobs) == 3
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+  finally:
+    if proc.poll() is None:
+      proc.kill()
