@@ -1,13 +1,18 @@
 """Stage 5: online hybrid RL (async GRPO with truncated importance sampling).
 
-Config only: the RL trainer is a later issue (`python -m launch.rl`). Numbers
-from the paper (DESIGN.md): 1,988 tasks; 96 task groups × 8 episode slots per
-update; admission window of lag + 1 = 4 batches; policy lag <= 3 updates; TIS
-cap C = 2.0; frontier task sampling; 32 B200 GPUs (24 train, 8 vLLM
-inference); 2.62 ZFLOPs.
+    python -m launch.rl --config=configs/stage5_rl.py:tiny --workdir=workdirs/stage5_tiny
+    python -m launch.rl --config=configs/stage5_rl.py --workdir=workdirs/stage5 \
+        --config.init.from_dir=workdirs/stage4 --server_url=http://vllm-host:8000/v1
 
-  python -m launch.rl --config=configs/stage5_rl.py --workdir=workdirs/stage5 \
-      --config.init.from_dir=workdirs/stage4
+`mage_jax.rl.loop.train_rl` (docs/rl.md). Without --server_url (config.rl.server_url)
+an embedded rollout server is started in process on the initial weights. `tiny`:
+the tiny Mage-VL (random init unless init.from_dir), 3 easy terminal tasks of the
+built-in suite, 2 groups x 4 episodes of 2 model calls, 8 x 1536-token batches;
+runs on CPU in under 2 minutes per update.
+
+Numbers from the paper (DESIGN.md): 1,988 tasks; 96 task groups × 8 episode slots per
+update; admission window of lag + 1 = 4 batches; policy lag <= 3 updates; TIS cap C = 2.0;
+frontier task sampling; 32 B200 GPUs (24 train, 8 vLLM inference); 2.62 ZFLOPs.
 """
 import ml_collections
 
@@ -18,8 +23,16 @@ def get_config(arg: str | None = None):
   tiny = common.check_arg(arg) == "tiny"
   c = common.base_config(name="stage5_rl", stage=5, tiny=tiny)
   c.data.sources = ml_collections.ConfigDict()
+  # RL batches: data.batch_size rows of data.seq_len slots, packed from policy calls
+  # (rollouts that do not fit are counted as left_out_samples).
+  if tiny:
+    c.data.seq_len = 1536
+    c.data.batch_size = 8
+  for section in ("synth", "prep", "eval"):   # SFT-only sections
+    del c[section]
   c.rl = ml_collections.ConfigDict(dict(
       num_tasks=1_988,
+      total_updates=3 if tiny else 1_000,
       groups_per_update=2 if tiny else 96,
       episodes_per_group=4 if tiny else 8,
       max_policy_lag=3,
@@ -28,12 +41,34 @@ def get_config(arg: str | None = None):
       clip_eps_low=0.2, clip_eps_high=0.28,
       adv_eps=1e-6,
       task_sampling="frontier",
-      max_episode_steps=50,
+      sampler_floor=0.05,          # weight p(1-p) + floor: solved/unsolved tasks still come back
+      sampler_prior_attempts=1,    # pseudo-attempts at a 50% pass rate per task
+      max_episode_steps=2 if tiny else 50,
       inference_gpus=0 if tiny else 8,
       env_slots=2 if tiny else 1_120,
+      rollout_workers=1 if tiny else 96,   # threads, one group each; env_slots are split among them
+      # tasks: "builtin" or a directory of task packages; comma lists ("" = all). Token-in
+      # rollouts are text-only for now, so terminal tasks.
+      suite="builtin",
+      tasks="term_hello_file,term_multiply,term_count_lines" if tiny else "",
+      kinds="terminal",
+      # rollout engine: "" = embedded RolloutServer on the exported initial weights
+      server_url="", model_name="mage",
+      max_tokens=16 if tiny else 2048, temperature=1.0, top_p=1.0,
+      request_timeout_s=300.0, server_ready_timeout_s=120.0 if tiny else 1_800.0,
+      group_timeout_s=900.0 if tiny else 3_600.0,  # the learner's wait for one group
+      sync_tolerance=0.05,         # max |engine - learner| probe log-prob after a weight sync
+      keep_exports=2,
       paper_zflops=2.62))
+  c.episode = ml_collections.ConfigDict(dict(
+      full_responses=4, visual_turns=3, context_len=c.data.seq_len, score_settle=0.3))
+  c.env = ml_collections.ConfigDict(dict(
+      width=1280, height=800, command_timeout=30.0, max_output=16_000 if not tiny else 2_000,
+      home_mb=256, memory_mb=4096, nproc=256))
   c.optimizer.learning_rate = 1e-4 if tiny else 1e-6
   c.optimizer.warmup_steps = 0 if tiny else 10
+  c.checkpoint.every_steps = 1 if tiny else 10
+  c.log.every_steps = 1
   return c
 
 

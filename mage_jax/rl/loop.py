@@ -1,0 +1,459 @@
+"""Asynchronous GRPO: `train_rl(config, workdir)` (python -m launch.rl).
+
+  build       mesh, model, optimizer, shardings (as the SFT trainer), the RL objective
+  init        resume <workdir>/checkpoints (state + version + sampler), else init.from_dir / fresh
+  engine      config.rl.server_url (vLLM or a running embedded server; weights pushed by sync)
+              or an embedded RolloutServer started here on the exported initial weights
+  workers     rollout threads: admit a group while (lag + 1) batches of work are not yet in
+              flight, draw a task (FrontierSampler), run one task x N episodes (rollout_fn),
+              queue the group; an engine error stops the run with that error
+  learner     pop G groups, drop stale ones (learner - sample version > lag; counted),
+              group advantages -> RLSamples -> pack_rl_batch -> logp_old -> RL train step,
+              version += 1, sync_weights (export, reload, verify) so new work uses it
+  checkpoint  Orbax state + {version, sampler} every checkpoint.every_steps, at the end and on
+              SIGTERM; final params + summary.json at the end
+  metrics     metrics.jsonl / TensorBoard per update via train.metrics.Logger
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import threading
+import time
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from configs import models as model_presets
+from mage_jax import sharding
+from mage_jax.rl import objective as obj_lib
+from mage_jax.rl.admission import AdmissionWindow
+from mage_jax.rl.batch import RLSample, pack_rl_batch
+from mage_jax.rl.rollout_client import RolloutClient, RolloutError
+from mage_jax.rl.rollouts import RolloutContext, RolloutFn, RolloutGroup
+from mage_jax.rl.sampler import FrontierSampler
+from mage_jax.train import checkpoint as ckpt_lib
+from mage_jax.train import flops as flops_lib
+from mage_jax.train import loop as sft_loop
+from mage_jax.train import metrics as metrics_lib
+from mage_jax.train import optimizer as opt_lib
+from mage_jax.train import state as state_lib
+from mage_jax.train import step as step_lib
+
+ConfigError = sft_loop.ConfigError
+SUMMARY = sft_loop.SUMMARY
+
+
+# --- build ---------------------------------------------------------------------------------------
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  for section in ("model", "mesh", "data", "optimizer", "step", "init", "checkpoint", "log", "rl"):
+    if section not in config:
+      raise ConfigError(f"config has no `{section}` section")
+  rl = config.rl
+  if rl.admission_window != rl.max_policy_lag + 1:
+    raise ConfigError(f"config.rl.admission_window={rl.admission_window} must be "
+                      f"config.rl.max_policy_lag + 1 = {rl.max_policy_lag + 1} (DESIGN.md)")
+  for k in ("total_updates", "groups_per_update", "episodes_per_group", "rollout_workers"):
+    if int(rl[k]) < 1:
+      raise ConfigError(f"config.rl.{k}={rl[k]} must be >= 1")
+  if rl.episodes_per_group < 2:
+    raise ConfigError("config.rl.episodes_per_group must be >= 2 (group-relative advantages)")
+  if config.init.from_dir and sft_loop.init_kind(config.init.from_dir) is None:
+    raise ConfigError(f"config.init.from_dir={config.init.from_dir!r}: not a completed stage workdir "
+                      "nor an HF directory")
+
+
+def build(config: ml_collections.ConfigDict, workdir: str) -> sft_loop.Trainer:
+  """The SFT trainer's build without a data pipeline (batches come from rollouts)."""
+  validate(config)
+  os.makedirs(workdir, exist_ok=True)
+  try:
+    mesh = sharding.make_mesh(config.mesh)
+  except ValueError as e:
+    raise ConfigError(f"config.mesh: {e}") from None
+  shards = int(np.prod([mesh.shape[a] for a in state_lib.batch_axes(mesh)]))
+  if config.data.batch_size % shards:
+    raise ConfigError(f"config.data.batch_size={config.data.batch_size} (RL batch rows) is not "
+                      f"divisible by the {shards} data-parallel shards of mesh {dict(mesh.shape)}")
+  model_cfg = model_presets.build_model_config(config.model)
+  factory = sft_loop.model_factory(model_cfg)
+  total = int(config.rl.total_updates)
+  tx = opt_lib.make_optimizer(opt_lib.OptimizerConfig.from_config(config.optimizer, total_steps=total),
+                              _abstract_params(factory))
+  graphdef, rest, abstract = state_lib.abstract_state(factory, tx)
+  shardings = state_lib.state_shardings(tx, abstract, sharding.param_shardings(abstract.params, mesh), mesh)
+  abstract = jax.tree_util.tree_map(
+      lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings)
+  meta = ckpt_lib.make_meta(model_cfg, abstract.params, {"config_name": config.get("name", "")})
+  return sft_loop.Trainer(config, workdir, mesh, model_cfg, graphdef, rest, tx, shardings, abstract,
+                          total, config.data, meta)
+
+
+def _abstract_params(factory) -> Any:
+  import flax.nnx as nnx
+  return state_lib.split_model(nnx.eval_shape(lambda: factory(nnx.Rngs(0))))[1]
+
+
+# --- rollout workers -----------------------------------------------------------------------------
+
+
+class RolloutWorkers:
+  """Threads that keep at most (lag + 1) batches of groups admitted and not yet consumed."""
+
+  def __init__(self, rollout_fn: RolloutFn, ctx: RolloutContext, sampler: FrontierSampler,
+               admission: AdmissionWindow, *, groups_per_update: int, episodes_per_group: int,
+               num_workers: int, learner_version: int, group_prefix: str):
+    self.rollout_fn, self.ctx, self.sampler, self.admission = rollout_fn, ctx, sampler, admission
+    self.g, self.n = groups_per_update, episodes_per_group
+    self.cond = threading.Condition()
+    self.queue: collections.deque[RolloutGroup] = collections.deque()
+    self.in_flight = 0            # groups admitted and not yet taken by the learner
+    self.learner_version = learner_version
+    self.error: BaseException | None = None
+    self.started_groups = 0
+    self.prefix = group_prefix
+    self._stop = threading.Event()
+    self.threads = [threading.Thread(target=self._work, daemon=True, name=f"rollout-{i}")
+                    for i in range(num_workers)]
+
+  def start(self) -> "RolloutWorkers":
+    for t in self.threads:
+      t.start()
+    return self
+
+  def _work(self) -> None:
+    while True:
+      with self.cond:
+        while not self._stop.is_set() and self.error is None and not self.admission.may_admit(
+            self.learner_version, self.in_flight / self.g):
+          self.cond.wait(0.5)
+        if self._stop.is_set() or self.error is not None:
+          return
+        self.in_flight += 1
+        group_id = f"{self.prefix}g{self.started_groups:05d}"
+        self.started_groups += 1
+      task_id = self.sampler.sample(1)[0]
+      try:
+        group = self.rollout_fn(self.ctx, task_id, self.n, group_id)
+      except BaseException as e:  # noqa: BLE001 - handed to the learner, which raises it
+        with self.cond:
+          self.error = self.error or e
+          self.in_flight -= 1
+          self.cond.notify_all()
+        return
+      if group.episodes:
+        self.sampler.update(task_id, group.rewards.tolist())
+      with self.cond:
+        self.queue.append(group)
+        self.cond.notify_all()
+
+  def take(self, timeout_s: float) -> RolloutGroup:
+    """The oldest finished group; raises the first worker error, or on timeout."""
+    deadline = time.monotonic() + timeout_s
+    with self.cond:
+      while not self.queue:
+        if self.error is not None:
+          raise RolloutError(f"rollout worker failed: {type(self.error).__name__}: {self.error}"
+                             ) from self.error
+        if time.monotonic() > deadline:
+          raise RolloutError(f"no rollout group finished in {timeout_s:.0f} s "
+                             f"({self.in_flight} in flight); is the rollout engine alive?")
+        self.cond.wait(0.5)
+      group = self.queue.popleft()
+      self.in_flight -= 1
+      self.cond.notify_all()
+      return group
+
+  def set_learner_version(self, version: int) -> None:
+    with self.cond:
+      self.learner_version = version
+      self.cond.notify_all()
+
+  def close(self, timeout_s: float = 60.0) -> None:
+    self._stop.set()
+    with self.cond:
+      self.cond.notify_all()
+    deadline = time.monotonic() + timeout_s
+    for t in self.threads:
+      t.join(max(0.0, deadline - time.monotonic()))
+
+
+# --- learner helpers -----------------------------------------------------------------------------
+
+
+def samples_with_advantages(groups: Sequence[RolloutGroup], eps: float) -> tuple[list[RLSample], int]:
+  """Every sample of every group with its episode's group-relative advantage.
+  Returns (samples, groups whose rewards are all equal: zero advantage, no gradient)."""
+  out, flat = [], 0
+  for g in groups:
+    adv = np.asarray(obj_lib.group_advantages(jnp.asarray(g.rewards)[None], eps))[0]
+    flat += int(np.allclose(g.rewards, g.rewards[0]))
+    for ep, a in zip(g.episodes, adv):
+      out += [dataclasses.replace(s, advantage=float(a)) for s in ep.samples]
+  return out, flat
+
+
+def rollout_stats(groups: Sequence[RolloutGroup], samples: Sequence[RLSample], version: int,
+                  lag: int) -> dict[str, float]:
+  rewards = np.concatenate([g.rewards for g in groups]) if groups else np.zeros(0)
+  stale = collections.Counter(version - s.version for s in samples)
+  out = {"reward_mean": float(rewards.mean()) if rewards.size else 0.0,
+         "reward_std": float(rewards.std()) if rewards.size else 0.0,
+         "pass_rate": float((rewards >= 1.0).mean()) if rewards.size else 0.0,
+         "episodes": float(rewards.size), "samples": float(len(samples)),
+         "env_errors": float(sum(g.env_errors for g in groups)),
+         "parse_errors": float(sum(e.parse_errors for g in groups for e in g.episodes)),
+         "max_staleness": float(max(stale) if stale else 0)}
+  out.update({f"staleness_{k}": float(stale.get(k, 0)) for k in range(lag + 1)})
+  return out
+
+
+def probe_prompt() -> list[int]:
+  """A short chat prompt for the post-sync check (real tokenizer ids)."""
+  from mage_jax.data.tokenizer import load_tokenizer
+  return [int(i) for i in load_tokenizer("").encode(
+      "<|im_start|>user\nSay hello.<|im_end|>\n<|im_start|>assistant\n")]
+
+
+# --- train ---------------------------------------------------------------------------------------
+
+
+def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: RolloutFn | None = None
+             ) -> dict[str, Any]:
+  """Run (or resume) async GRPO; returns the summary (also <workdir>/summary.json)."""
+  wall0 = time.perf_counter()
+  sft_loop.enable_compile_cache(config.get("compile_cache_dir", ""))
+  t = build(config, workdir)
+  rl = config.rl
+  done = _finished_summary(workdir)
+  if done is not None and done.get("updates", 0) >= t.total_steps:
+    print(f"{workdir}: already complete ({done['updates']} updates); nothing to do", flush=True)
+    return done
+  metrics_lib.write_manifest(workdir, config, t.mesh, {"total_updates": t.total_steps})
+
+  # init: resume or fresh
+  ckpt = ckpt_lib.Checkpointer(workdir, keep=config.checkpoint.keep,
+                               async_save=config.checkpoint.async_save)
+  restored = ckpt.restore(t.abstract, t.meta)
+  rollout_fn_owned = None
+  if rollout_fn is None:
+    rollout_fn = rollout_fn_owned = harness_rollout_fn(config, workdir)
+  sampler = FrontierSampler(_task_ids(config, rollout_fn), seed=config.seed,
+                            floor=rl.sampler_floor, prior_attempts=rl.sampler_prior_attempts)
+  totals = collections.Counter()
+  if restored is not None:
+    state, data_state, version = restored
+    if data_state:
+      sampler.load_state_dict(data_state["sampler"])
+      totals.update(data_state.get("totals", {}))
+    print(f"resumed from {ckpt.directory}/{version}", flush=True)
+  else:
+    state, version = sft_loop.initial_state(t), 0
+
+  # engine
+  weights_root = os.path.join(workdir, "weights")
+  server = None
+  probe = probe_prompt()
+  logp_fn = obj_lib.make_logp_fn(t.graphdef, t.rest, config.step.loss_chunk_size)
+  if rl.server_url:
+    client = RolloutClient(rl.server_url, rl.model_name, timeout=rl.request_timeout_s)
+    client.wait_ready(rl.server_ready_timeout_s)
+    served = _sync(client, t, state.params, weights_root, version, probe, rl)
+  else:
+    from mage_jax.rl.rollout_server import RolloutServer
+    from mage_jax.rl.weight_sync import export
+    path = export(state.params, t.model_cfg, weights_root, version)
+    server = RolloutServer(path, model_name=rl.model_name).start()
+    client = RolloutClient(server.url, rl.model_name, timeout=rl.request_timeout_s)
+    client.wait_ready(rl.server_ready_timeout_s)
+    served = {"version": version, "path": path, "seconds": 0.0, "probe_max_abs_diff": 0.0}
+    print(f"embedded rollout server at {server.url} serving {path}", flush=True)
+  served_version = [version]
+  ctx = RolloutContext(client, lambda: served_version[0], max_tokens=rl.max_tokens,
+                       temperature=rl.temperature, top_p=rl.top_p, seed=config.seed)
+
+  admission = AdmissionWindow(rl.max_policy_lag)
+  workers = RolloutWorkers(rollout_fn, ctx, sampler, admission, groups_per_update=rl.groups_per_update,
+                           episodes_per_group=rl.episodes_per_group, num_workers=rl.rollout_workers,
+                           learner_version=version, group_prefix=f"r{version}")
+
+  # step (compiled on the first batch's shapes; every RL batch has the same shapes)
+  scfg = step_lib.StepConfig(**config.step.to_dict())
+  objective = obj_lib.rl_objective(obj_lib.RLLossConfig(rl.clip_eps_low, rl.clip_eps_high, rl.tis_cap),
+                                   scfg.loss_chunk_size)
+  rows, seq_len = config.data.batch_size, config.data.seq_len
+  train_step = None
+  schedule = opt_lib.schedule(opt_lib.OptimizerConfig.from_config(config.optimizer, t.total_steps))
+  peak, _ = metrics_lib.device_peak_tflops(config.log.peak_tflops_per_device)
+  logger = metrics_lib.Logger(
+      workdir, total_steps=t.total_steps, every_steps=config.log.every_steps, peak_tflops=peak,
+      num_devices=jax.device_count(), tensorboard=config.log.tensorboard, wandb=config.log.wandb,
+      wandb_project=config.log.wandb_project, run_name=config.get("name", ""), config=config)
+  print(f"{config.get('name', '')}: {t.total_steps} updates of {rl.groups_per_update} groups x "
+        f"{rl.episodes_per_group} episodes, batch {rows} x {seq_len}, lag <= {rl.max_policy_lag}, "
+        f"mesh {dict(t.mesh.shape)}", flush=True)
+  stop = sft_loop._Stop()
+  stop.install()
+  last: dict[str, float] = {}
+
+  def data_state() -> dict:
+    return {"version": version, "sampler": sampler.state_dict(), "totals": dict(totals)}
+
+  workers.start()
+  try:
+    while version < t.total_steps:
+      t0 = time.perf_counter()
+      groups, dropped, empty = [], 0, 0
+      while len(groups) < rl.groups_per_update:
+        g = workers.take(rl.group_timeout_s)
+        if g.version is None:
+          empty += 1
+        elif not admission.is_fresh(g.version, version):
+          dropped += 1
+        else:
+          groups.append(g)
+      wait_s = time.perf_counter() - t0
+      samples, flat = samples_with_advantages(groups, rl.adv_eps)
+      batch, report = pack_rl_batch(samples, rows=rows, seq_len=seq_len)
+      trained = [samples[i] for r in report["row_samples"] for i in r]
+      stats = rollout_stats(groups, trained, version, rl.max_policy_lag)
+      if stats["max_staleness"] > rl.max_policy_lag:  # the drop above makes this unreachable
+        raise AssertionError(f"a sample {stats['max_staleness']} updates old reached the learner")
+      t1 = time.perf_counter()
+      dev = sft_loop.to_device(batch, t.mesh, config.data)
+      with jax.set_mesh(t.mesh):
+        dev["logp_old"] = logp_fn(state.params, dev)
+        if train_step is None:
+          train_step = step_lib.jit_train_step(t.graphdef, t.rest, t.tx, scfg, t.mesh, t.shardings,
+                                               batch, objective=objective)
+        state, metrics = train_step(state, dev)
+      host = {k: float(np.asarray(v)) for k, v in jax.device_get(metrics).items()}
+      update_s = time.perf_counter() - t1
+      version += 1
+      workers.set_learner_version(version)
+      served = _sync(client, t, state.params, weights_root, version, probe, rl)
+      served_version[0] = version
+      totals.update(dropped_stale_groups=dropped, empty_groups=empty, groups=len(groups),
+                    left_out_samples=report["left_out"], skipped_samples=sum(report["skipped"].values()))
+      host.update(stats, version=float(version), served_version=float(served["version"]),
+                  sync_seconds=served["seconds"], probe_max_abs_diff=served["probe_max_abs_diff"],
+                  dropped_stale_groups=float(dropped), dropped_stale_groups_total=float(totals["dropped_stale_groups"]),
+                  empty_groups=float(empty), zero_advantage_groups=float(flat),
+                  packed_samples=float(report["packed"]), left_out_samples=float(report["left_out"]),
+                  skipped_samples=float(sum(report["skipped"].values())),
+                  truncated_prompts=float(report["truncated_prompt"]), fill=float(report["fill"]),
+                  wait_seconds=wait_s, update_seconds=update_s,
+                  policy_tokens_per_s=host.get("policy_tokens", 0.0) / max(update_s, 1e-9))
+      if int(host.get("nonfinite", 0)) and scfg.nonfinite == "stop":
+        raise FloatingPointError(f"update {version}: non-finite loss or gradient")
+      last = logger.step(version, host, flops_lib.batch_flops(t.model_cfg, batch),
+                         {"lr": float(schedule(version - 1))}) or host
+      if version % config.checkpoint.every_steps == 0 or stop.requested:
+        if version < t.total_steps:
+          ckpt.save(version, state, data_state(), t.meta, force=stop.requested)
+      if stop.requested:
+        ckpt.close()
+        logger.close()
+        print(f"stopped at update {version} on SIGTERM; checkpoint saved", flush=True)
+        return {"stopped": True, "updates": version}
+  finally:
+    stop.uninstall()
+    workers.close(rl.group_timeout_s)
+    if rollout_fn_owned is not None and hasattr(rollout_fn_owned, "close"):
+      rollout_fn_owned.close()
+    if server is not None:
+      server.stop()
+
+  ckpt.save(version, state, data_state(), t.meta, force=True)
+  ckpt.close()
+  ckpt_lib.save_final_params(workdir, state.params, t.meta)
+  logger.close()
+  rows_ = [r for r in metrics_lib.read_metrics(workdir) if "reward_mean" in r and "step" in r]
+  summary = {"name": config.get("name", ""), "updates": version, "total_updates": t.total_steps,
+             "reward_mean_first": rows_[0]["reward_mean"] if rows_ else None,
+             "reward_mean_last": rows_[-1]["reward_mean"] if rows_ else None,
+             "final": {k: v for k, v in (last or {}).items() if isinstance(v, float)},
+             "totals": dict(totals), "served_weights": served["path"],
+             "wall_s": time.perf_counter() - wall0}
+  with open(os.path.join(workdir, SUMMARY), "w") as f:
+    json.dump(summary, f, indent=1)
+  return summary
+
+
+def _finished_summary(workdir: str) -> dict | None:
+  """summary.json of a finished run; a larger rl.total_updates continues from its checkpoint."""
+  path = os.path.join(workdir, SUMMARY)
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def _sync(client: RolloutClient, t: sft_loop.Trainer, params: Any, out_root: str, version: int,
+          probe: list[int], rl: ml_collections.ConfigDict) -> dict[str, Any]:
+  """Export + reload + verify (weight_sync.sync_weights: the engine must serve the new path
+  and its greedy probe log-probs must match the learner's)."""
+  from mage_jax.rl.weight_sync import model_logprobs_fn, sync_weights
+  learner = model_logprobs_fn(state_lib.merge_model(t.graphdef, params, t.rest), t.model_cfg)
+  rep = sync_weights(client, params, t.model_cfg, out_root=out_root, version=version,
+                     probe_tokens=probe, learner_logprobs_fn=learner,
+                     tolerance=rl.sync_tolerance, keep=rl.keep_exports)
+  return {"version": rep.version, "path": rep.path, "seconds": rep.seconds,
+          "probe_max_abs_diff": rep.probe_max_abs_diff}
+
+
+# --- harness -------------------------------------------------------------------------------------
+
+
+def harness_rollout_fn(config: ml_collections.ConfigDict, workdir: str):
+  """HarnessRollouts over config.rl.suite / tasks / kinds with local sandboxed environments."""
+  from mage_jax.agent.env import EnvConfig, LocalEnv
+  from mage_jax.agent.episode import EpisodeConfig
+  from mage_jax.agent.sandbox import SandboxConfig, SandboxUnavailable, check_available
+  from mage_jax.rl.rollouts import HarnessRollouts
+  rl = config.rl
+  try:
+    check_available()
+  except SandboxUnavailable as e:
+    raise ConfigError(f"RL rollouts need the episode sandbox: {e}") from None
+  tasks = load_rl_tasks(rl.suite, rl.tasks, rl.kinds)
+  e = config.env
+  env_cfg = EnvConfig(width=e.width, height=e.height, command_timeout=e.command_timeout,
+                      max_output=e.max_output,
+                      sandbox=SandboxConfig(home_mb=e.home_mb, memory_mb=e.memory_mb, nproc=e.nproc))
+  ep_cfg = EpisodeConfig(max_steps=rl.max_episode_steps, out_dir=os.path.join(workdir, "episodes"),
+                         **config.episode.to_dict())
+  return HarnessRollouts(tasks, lambda: LocalEnv(env_cfg), ep_cfg,
+                         max(1, rl.env_slots // rl.rollout_workers))
+
+
+def load_rl_tasks(suite: str, tasks: str, kinds: str) -> list:
+  from mage_jax.agent.tasks.builtin import builtin_packages
+  from mage_jax.agent.tasks.package import load_suite
+  pkgs = builtin_packages() if suite == "builtin" else load_suite(suite)
+  if tasks:
+    wanted = tasks.split(",")
+    missing = set(wanted) - {p.id for p in pkgs}
+    if missing:
+      raise ConfigError(f"config.rl.tasks: unknown task ids {sorted(missing)}")
+    pkgs = [p for p in pkgs if p.id in wanted]
+  if kinds:
+    pkgs = [p for p in pkgs if p.kind in kinds.split(",")]
+  if not pkgs:
+    raise ConfigError(f"no RL tasks left from suite={suite!r} tasks={tasks!r} kinds={kinds!r}")
+  return pkgs
+
+
+def _task_ids(config: ml_collections.ConfigDict, rollout_fn) -> list[str]:
+  if hasattr(rollout_fn, "tasks"):
+    return list(rollout_fn.tasks)
+  if not config.rl.tasks:
+    raise ConfigError("a custom rollout_fn needs config.rl.tasks (comma-separated task ids)")
+  return config.rl.tasks.split(",")

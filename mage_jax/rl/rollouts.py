@@ -1,0 +1,210 @@
+"""Rollout workers' side of RL: harness episodes -> RLSamples.
+
+`RolloutPolicy` is an `agent.episode.Policy` that sends the harness's rendered
+prompt token ids to the rollout engine (`RolloutClient.complete`, token in /
+token out), so the learner trains on exactly the ids the engine saw and
+sampled, with the engine's log-probs, and stamps every call with the policy
+version the engine was serving when the call was made (read before the call:
+a sync landing mid-call can only make the stamp older, never newer, so the
+staleness check stays conservative).
+
+A group = one task x N episodes through the harness's slot pool; each policy
+call of each episode becomes one `RLSample` (multi-turn: every step is
+trained), the episode's reward is the task checker's score. Invalid model
+output is the harness's business (a parse error is a step of the budget,
+counted in the episode result, and its tokens are still trained with the
+episode's advantage). An episode whose environment failed (status env_error)
+is not a policy failure: it is left out of the group and counted. A dead or
+misbehaving engine raises `RolloutError` out of the group (never a silent
+env_error).
+
+`rollout_fn(ctx, task_id, episodes, group_id) -> RolloutGroup` is what the
+RL loop calls; `HarnessRollouts` is the harness-backed one, tests pass toys.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import zlib
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
+
+from mage_jax.agent.env import Env
+from mage_jax.agent.episode import EpisodeConfig, EpisodeResult, PolicyOutput, PolicyRequest
+from mage_jax.agent.slots import Job, LocalSlotPool
+from mage_jax.agent.tasks.package import TaskPackage
+from mage_jax.rl.batch import RLSample
+from mage_jax.rl.rollout_client import RolloutClient, RolloutError
+
+
+@dataclasses.dataclass
+class RolloutContext:
+  """What a rollout worker needs to act: the engine, the served version, sampling knobs."""
+  client: RolloutClient
+  version: Callable[[], int]          # the policy version the engine serves now
+  max_tokens: int = 512
+  temperature: float = 1.0
+  top_p: float = 1.0
+  seed: int = 0
+
+
+@dataclasses.dataclass
+class EpisodeSamples:
+  episode_id: str
+  reward: float
+  samples: list[RLSample]             # advantage 0 until the learner assigns group advantages
+  parse_errors: int = 0
+
+
+@dataclasses.dataclass
+class RolloutGroup:
+  task_id: str
+  group_id: str
+  episodes: list[EpisodeSamples]
+  env_errors: int = 0                 # episodes left out: their environment failed
+
+  @property
+  def rewards(self) -> np.ndarray:
+    return np.asarray([e.reward for e in self.episodes], np.float32)
+
+  @property
+  def version(self) -> int | None:
+    """The oldest policy version among the group's samples (None: no samples)."""
+    versions = [s.version for e in self.episodes for s in e.samples]
+    return min(versions) if versions else None
+
+  @property
+  def num_samples(self) -> int:
+    return sum(len(e.samples) for e in self.episodes)
+
+
+class RolloutFn(Protocol):
+  def __call__(self, ctx: RolloutContext, task_id: str, episodes: int, group_id: str) -> RolloutGroup: ...
+
+
+def call_seed(base: int, episode_id: str, call: int) -> int:
+  """A distinct, reproducible sampling seed per (episode, call)."""
+  return (base * 1_000_003 + zlib.crc32(episode_id.encode()) * 97 + call) % (2 ** 31)
+
+
+class RolloutPolicy:
+  """Token-in/token-out policy over the rollout engine; one instance per episode.
+
+  Records every call as an RLSample (in call order) with the served version.
+  """
+
+  def __init__(self, ctx: RolloutContext, task_id: str = "", episode_id: str | None = None):
+    self.ctx, self.task_id, self.episode_id = ctx, task_id, episode_id
+    self.samples: list[RLSample] = []
+    self.error: RolloutError | None = None
+
+  def act(self, request: PolicyRequest) -> PolicyOutput:
+    if request.images:
+      # /v1/completions takes token ids only; screenshots need the chat route (not wired yet).
+      self.error = RolloutError(
+          f"task {request.task.id!r}: RolloutPolicy sends token ids to /v1/completions, which "
+          f"carries no images; this prompt has {len(request.images)} screenshot(s). RL on GUI "
+          "tasks needs the chat route with image parts (not implemented)")
+      raise self.error
+    self.episode_id = request.episode.id
+    prompt = [int(i) for i in request.prompt_tokens]
+    version = self.ctx.version()
+    try:
+      comp = self.ctx.client.complete(
+          prompt, max_tokens=self.ctx.max_tokens, temperature=self.ctx.temperature,
+          top_p=self.ctx.top_p, seed=call_seed(self.ctx.seed, request.episode.id, len(self.samples)))
+      if comp.prompt_token_ids and list(comp.prompt_token_ids) != prompt:
+        raise RolloutError(f"{self.ctx.client.base_url}/completions echoed prompt_token_ids that differ "
+                           f"from the {len(prompt)} ids sent (token-in/token-out broken)")
+      if len(comp.logprobs) != len(comp.token_ids):
+        raise RolloutError(f"{self.ctx.client.base_url}/completions returned {len(comp.logprobs)} "
+                           f"log-probs for {len(comp.token_ids)} tokens")
+    except RolloutError as e:
+      self.error = e
+      raise
+    self.samples.append(RLSample(prompt_ids=prompt, completion_ids=list(comp.token_ids),
+                                 rollout_logprobs=[float(x) for x in comp.logprobs], advantage=0.0,
+                                 version=int(version), task_id=self.task_id,
+                                 episode_id=request.episode.id))
+    return PolicyOutput(text=comp.text, prompt_ids=prompt, completion_ids=list(comp.token_ids),
+                        logprobs=[float(x) for x in comp.logprobs], output_tokens=len(comp.token_ids))
+
+
+def _policy_of(res: EpisodeResult, policies: Sequence[RolloutPolicy]) -> RolloutPolicy | None:
+  """The policy that played `res`. EpisodeResult carries no episode id: use the
+  trajectory's id when the episode has steps, else match the recorded completions
+  (an episode of parse errors only has no trajectory)."""
+  if res.episode is not None:
+    for p in policies:
+      if p.episode_id == res.episode.id:
+        return p
+  if res.records:
+    first = res.records[0].get("completion_ids")
+    for p in policies:
+      if p.samples and p.samples[0].completion_ids == first and len(p.samples) == len(res.records):
+        return p
+  return None
+
+
+def group_from_results(task_id: str, group_id: str, results: Sequence[EpisodeResult],
+                       policies: Sequence[RolloutPolicy]) -> RolloutGroup:
+  """Episode results of one group -> RolloutGroup; a policy's engine error is raised."""
+  for p in policies:
+    if p.error is not None:
+      raise RolloutError(f"group {group_id} (task {task_id!r}): {p.error}") from p.error
+  group = RolloutGroup(task_id, group_id, [])
+  used: set[int] = set()
+  for res in results:
+    if res.status == "env_error":
+      group.env_errors += 1
+      continue
+    p = _policy_of(res, [q for q in policies if id(q) not in used])
+    if p is None or not p.samples:
+      group.env_errors += 1 if p is None and res.model_calls else 0
+      continue
+    used.add(id(p))
+    group.episodes.append(EpisodeSamples(p.episode_id or "", float(res.score), p.samples,
+                                         sum(res.parse_errors.values())))
+  return group
+
+
+class HarnessRollouts:
+  """rollout_fn over the agent harness: one LocalSlotPool per rollout worker thread
+  (a pool's slots each own one environment, so two threads must not share a pool)."""
+
+  def __init__(self, tasks: Sequence[TaskPackage], env_factory: Callable[[], Env],
+               episode_cfg: EpisodeConfig, slots_per_worker: int):
+    self.tasks = {t.id: t for t in tasks}
+    if len(self.tasks) != len(tasks):
+      raise ValueError("HarnessRollouts: duplicate task ids")
+    self.env_factory, self.episode_cfg = env_factory, episode_cfg
+    self.slots_per_worker = max(1, slots_per_worker)
+    self._local = threading.local()
+    self._pools: list[LocalSlotPool] = []
+    self._lock = threading.Lock()
+
+  def _pool(self) -> LocalSlotPool:
+    pool = getattr(self._local, "pool", None)
+    if pool is None:
+      pool = LocalSlotPool(self.env_factory, self.episode_cfg, self.slots_per_worker)
+      self._local.pool = pool
+      with self._lock:
+        self._pools.append(pool)
+    return pool
+
+  def __call__(self, ctx: RolloutContext, task_id: str, episodes: int, group_id: str) -> RolloutGroup:
+    if task_id not in self.tasks:
+      raise KeyError(f"HarnessRollouts: unknown task id {task_id!r}")
+    task = self.tasks[task_id]
+    ids = [f"{group_id}-e{i}" for i in range(episodes)]
+    policies = [RolloutPolicy(ctx, task_id, i) for i in ids]
+    jobs = [Job(task, p, i) for i, p in zip(ids, policies)]
+    results = list(self._pool().run(jobs))
+    return group_from_results(task_id, group_id, results, policies)
+
+  def close(self) -> None:
+    with self._lock:
+      for pool in self._pools:
+        pool.close()
+      self._pools.clear()
