@@ -1,8 +1,8 @@
 """Admission control for asynchronous GRPO (DESIGN.md "RL objective").
 
 Rollout workers run ahead of the learner, but by a bounded amount: at most
-`max_policy_lag + 1` batches of work (queued or being generated) may exist
-at once. Work admitted while the learner is at version v is therefore
+`max_policy_lag + 1` batches of work (being generated, queued, or being
+trained on: a batch counts until its update is applied) may exist at once. Work admitted while the learner is at version v is therefore
 trained by update v + max_policy_lag at the latest, so with that window no
 sample should be older than the lag bound; the learner still checks every
 group with `is_fresh` (a slow episode or a sync that lands mid-group can

@@ -131,8 +131,12 @@ class RolloutWorkers:
   def _work(self) -> None:
     while True:
       with self.cond:
-        while not self._stop.is_set() and self.error is None and not self.admission.may_admit(
-            self.learner_version, self.in_flight / self.g):
+        # Also hold new work while a sync is pending (served < learner): DESIGN.md admits
+        # rollouts at a new version only once its weights are verified live, and work stamped
+        # with the old version would start one update behind and could outlive the lag.
+        while not self._stop.is_set() and self.error is None and (
+            self.ctx.version() < self.learner_version or
+            not self.admission.may_admit(self.learner_version, self.in_flight / self.g)):
           self.cond.wait(0.5)
         if self._stop.is_set() or self.error is not None:
           return
@@ -155,7 +159,8 @@ class RolloutWorkers:
         self.cond.notify_all()
 
   def take(self, timeout_s: float) -> RolloutGroup:
-    """The oldest finished group; raises the first worker error, or on timeout."""
+    """The oldest finished group (still in flight until `release`d); raises the first
+    worker error, or on timeout."""
     deadline = time.monotonic() + timeout_s
     with self.cond:
       while not self.queue:
@@ -166,12 +171,18 @@ class RolloutWorkers:
           raise RolloutError(f"no rollout group finished in {timeout_s:.0f} s "
                              f"({self.in_flight} in flight); is the rollout engine alive?")
         self.cond.wait(0.5)
-      group = self.queue.popleft()
-      self.in_flight -= 1
+      return self.queue.popleft()
+
+  def release(self, groups: int) -> None:
+    """Taken groups stop counting as work in flight: dropped ones at once, trained ones once
+    their update is applied (the batch being trained still counts against the window, or
+    work admitted during the update could be consumed lag + 1 updates later)."""
+    with self.cond:
+      self.in_flight -= groups
       self.cond.notify_all()
-      return group
 
   def set_learner_version(self, version: int) -> None:
+    """Called after each update (holds admission until the sync lands) and after the sync."""
     with self.cond:
       self.learner_version = version
       self.cond.notify_all()
@@ -315,8 +326,10 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
         g = workers.take(rl.group_timeout_s)
         if g.version is None:
           empty += 1
+          workers.release(1)
         elif not admission.is_fresh(g.version, version):
           dropped += 1
+          workers.release(1)
         else:
           groups.append(g)
       wait_s = time.perf_counter() - t0
@@ -338,8 +351,10 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
       update_s = time.perf_counter() - t1
       version += 1
       workers.set_learner_version(version)
+      workers.release(len(groups))
       served = _sync(client, t, state.params, weights_root, version, probe, rl)
       served_version[0] = version
+      workers.set_learner_version(version)   # the sync landed: admit work at the new version
       totals.update(dropped_stale_groups=dropped, empty_groups=empty, groups=len(groups),
                     left_out_samples=report["left_out"], skipped_samples=sum(report["skipped"].values()))
       host.update(stats, version=float(version), served_version=float(served["version"]),

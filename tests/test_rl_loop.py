@@ -1,0 +1,220 @@
+"""The async GRPO loop: rollout policy and group plumbing (fast), train_rl end to end on a tiny
+model against the embedded rollout server with a toy rollout_fn, and launch.rl with real
+terminal tasks of the built-in suite (slow)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import types
+
+import numpy as np
+import pytest
+
+from mage_jax.rl.rollout_client import Completion, RolloutClient, RolloutError
+from mage_jax.rl.rollouts import (EpisodeSamples, RolloutContext, RolloutGroup, RolloutPolicy,
+                                  group_from_results)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROMPT = [151644, 872, 198, 9707, 151645, 198, 151644, 77091, 198]
+GOOD_BELOW = 151_936 // 2   # toy reward: fraction of completion ids below this
+
+
+class FakeClient:
+  base_url = "http://fake/v1"
+
+  def __init__(self):
+    self.calls = []
+
+  def complete(self, prompt_token_ids, *, max_tokens, temperature=1.0, top_p=1.0, seed=None):
+    self.calls.append((list(prompt_token_ids), seed))
+    ids = [5, 6, 151645][:max_tokens]
+    return Completion(text="hi", token_ids=ids, logprobs=[-0.5] * len(ids),
+                      prompt_token_ids=list(prompt_token_ids), finish_reason="stop")
+
+
+def request(task_id="t", episode_id="t-e0", prompt=PROMPT, images=()):
+  return types.SimpleNamespace(task=types.SimpleNamespace(id=task_id), prompt_tokens=np.asarray(prompt),
+                               images=list(images), episode=types.SimpleNamespace(id=episode_id))
+
+
+def test_rollout_policy_is_token_in_token_out_and_stamps_the_served_version():
+  version = [4]
+  client = FakeClient()
+  pol = RolloutPolicy(RolloutContext(client, lambda: version[0], max_tokens=3, seed=1), "t", "t-e0")
+  out = pol.act(request())
+  version[0] = 5
+  pol.act(request(prompt=PROMPT + [5, 6]))
+  assert client.calls[0][0] == PROMPT and client.calls[1][0] == PROMPT + [5, 6]
+  assert client.calls[0][1] != client.calls[1][1]            # a fresh seed per call
+  assert out.prompt_ids == PROMPT and out.completion_ids == [5, 6, 151645] and out.logprobs == [-0.5] * 3
+  assert [(s.version, s.prompt_ids, s.episode_id) for s in pol.samples] == [
+      (4, PROMPT, "t-e0"), (5, PROMPT + [5, 6], "t-e0")]
+  with pytest.raises(RolloutError, match="screenshot"):
+    pol.act(request(images=[np.zeros((4, 4, 3), np.uint8)]))
+
+
+def test_dead_server_is_a_clear_error_not_an_env_error():
+  import socket
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]          # closed again: nothing listens there
+  client = RolloutClient(f"http://127.0.0.1:{port}/v1", "mage", timeout=5, retries=0)
+  pol = RolloutPolicy(RolloutContext(client, lambda: 0, max_tokens=4), "t", "g0-e0")
+  with pytest.raises(RolloutError, match=str(port)):
+    pol.act(request())
+  # The slot pool turns any exception into an env_error result; the group runner re-raises it.
+  res = types.SimpleNamespace(status="env_error", model_calls=1, episode=None, records=[])
+  with pytest.raises(RolloutError, match="group g0"):
+    group_from_results("t", "g0", [res], [pol])
+
+
+def test_group_from_results_maps_episodes_and_leaves_env_errors_out():
+  client = FakeClient()
+  pols = [RolloutPolicy(RolloutContext(client, lambda: 2, max_tokens=3), "t", f"g1-e{i}") for i in range(3)]
+  for i, p in enumerate(pols):
+    p.act(request(episode_id=f"g1-e{i}"))
+  ok = lambda i, score: types.SimpleNamespace(  # noqa: E731
+      status="terminated", model_calls=1, score=score, parse_errors={"no_tool_call": i},
+      episode=types.SimpleNamespace(id=f"g1-e{i}"), records=[])
+  crashed = types.SimpleNamespace(status="env_error", model_calls=1, episode=None, records=[])
+  g = group_from_results("t", "g1", [ok(2, 1.0), crashed, ok(0, 0.0)], pols)
+  assert [e.episode_id for e in g.episodes] == ["g1-e2", "g1-e0"]
+  np.testing.assert_array_equal(g.rewards, [1.0, 0.0])
+  assert g.env_errors == 1 and g.version == 2 and g.num_samples == 2
+  assert [e.parse_errors for e in g.episodes] == [2, 0]
+
+
+def test_samples_get_their_groups_relative_advantage():
+  from mage_jax.rl.batch import RLSample
+  from mage_jax.rl.loop import samples_with_advantages
+
+  def ep(reward, n_calls):
+    return EpisodeSamples("e", reward, [RLSample([1], [2], [-1.0], 0.0, 0) for _ in range(n_calls)])
+  groups = [RolloutGroup("a", "g0", [ep(1.0, 2), ep(0.0, 1), ep(0.5, 1)]),
+            RolloutGroup("b", "g1", [ep(1.0, 1), ep(1.0, 1)])]
+  samples, flat = samples_with_advantages(groups, eps=1e-6)
+  r = np.array([1.0, 0.0, 0.5])
+  a = (r - r.mean()) / (r.std() + 1e-6)     # population std, per group (DESIGN.md)
+  np.testing.assert_allclose([s.advantage for s in samples], [a[0], a[0], a[1], a[2], 0.0, 0.0],
+                             rtol=1e-5, atol=1e-6)
+  assert flat == 1
+
+
+# --- end to end ----------------------------------------------------------------------------------
+
+
+def tiny_rl_config(updates: int = 3):
+  from configs import models, stage5_rl
+  c = stage5_rl.get_config("tiny")
+  c.model = models.get_config("qwen3_tiny")
+  c.model.text.update(compute_dtype="float32", param_dtype="float32", remat_policy="none",
+                      attention_backend="xla")
+  c.data.seq_len, c.data.batch_size = 64, 8          # 8 rows: one per fake device
+  c.step.loss_chunk_size = 64
+  c.rl.update(total_updates=updates, groups_per_update=2, episodes_per_group=4, max_policy_lag=1,
+              admission_window=2, rollout_workers=2, tasks="t0,t1,t2", max_tokens=6,
+              group_timeout_s=300.0)
+  c.optimizer.learning_rate = 3e-3
+  c.log.tensorboard = False
+  c.checkpoint.update(every_steps=1, async_save=False)
+  return c
+
+
+class ToyRollouts:
+  """One policy call per episode on a per-task prompt; reward = fraction of the completion's
+  ids below GOOD_BELOW. The second group ever started is stamped 5 versions old (forced stale)."""
+
+  def __init__(self):
+    self.lock = threading.Lock()
+    self.calls = []        # (stamped version, engine's served weights path)
+
+  def __call__(self, ctx, task_id, episodes, group_id):
+    eps = []
+    for i in range(episodes):
+      version = ctx.version()
+      served = ctx.client.served_weights()
+      c = ctx.client.complete(PROMPT[:3] + [100 + int(task_id[1:])] + PROMPT[4:],
+                              max_tokens=ctx.max_tokens, temperature=1.0, seed=hash((group_id, i)) % 2**31)
+      with self.lock:
+        self.calls.append((version, served))
+      if group_id.endswith("g00001"):
+        version -= 5
+      reward = float(np.mean(np.asarray(c.token_ids) < GOOD_BELOW))
+      from mage_jax.rl.batch import RLSample
+      s = RLSample(list(c.prompt_token_ids), list(c.token_ids), list(c.logprobs), 0.0, version,
+                   task_id, f"{group_id}-e{i}")
+      eps.append(EpisodeSamples(f"{group_id}-e{i}", reward, [s]))
+    return RolloutGroup(task_id, group_id, eps)
+
+
+@pytest.mark.slow
+def test_train_rl_end_to_end_with_the_embedded_server(tmp_path):
+  from mage_jax.rl import loop
+  from mage_jax.train import checkpoint as ckpt_lib
+  from mage_jax.train import metrics as metrics_lib
+  config = tiny_rl_config(3)
+  toy = ToyRollouts()
+  workdir = str(tmp_path / "rl")
+  summary = loop.train_rl(config, workdir, rollout_fn=toy)
+  assert summary["updates"] == 3
+
+  rows = [r for r in metrics_lib.read_metrics(workdir) if "reward_mean" in r]
+  assert [r["version"] for r in rows] == [1, 2, 3]
+  assert [r["served_version"] for r in rows] == [1, 2, 3]          # synced after every update
+  assert all(r["max_staleness"] <= 1 for r in rows)                # lag bound
+  assert all(sum(r[f"staleness_{k}"] for k in (0, 1)) == r["samples"] for r in rows)
+  assert sum(r["dropped_stale_groups"] for r in rows) == 1 == summary["totals"]["dropped_stale_groups"]
+  for k in ("loss", "clip_frac", "tis_trunc_frac", "sync_seconds", "pass_rate", "grad_norm"):
+    assert all(np.isfinite(r[k]) for r in rows), k
+  assert any(r["update_norm"] > 0 for r in rows)                   # rewards differ: real updates
+  assert any("train/tokens_per_s" in r for r in metrics_lib.read_metrics(workdir))
+
+  # The engine served each new version: every call ran on the stamped version or the next one
+  # (a sync may land between reading the version and the call), and new versions were used.
+  served = [int(os.path.basename(p)[1:]) for _, p in toy.calls]
+  assert all(s in (v, v + 1) for (v, _), s in zip(toy.calls, served))
+  assert max(v for v, _ in toy.calls) >= 1
+  assert summary["served_weights"].endswith("/weights/v3")
+  assert sorted(os.listdir(os.path.join(workdir, "weights"))) == ["v2", "v3"]   # keep_exports=2
+
+  # The checkpoint restores: state at update 3, version and sampler counts, the final params.
+  t = loop.build(config, workdir)
+  ck = ckpt_lib.Checkpointer(workdir, async_save=False)
+  state, data_state, step = ck.restore(t.abstract, t.meta)
+  ck.close()
+  assert step == 3 and int(state.step) == 3 and data_state["version"] == 3
+  assert sum(data_state["sampler"]["attempts"]) >= 4 * 4          # >= 4 groups of 4 episodes
+  final = ckpt_lib.load_final_params(workdir, t.abstract.params, t.meta)
+  import jax
+  for a, b in zip(jax.tree_util.tree_leaves(state.params), jax.tree_util.tree_leaves(final)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+  # A finished run is not redone; a larger total_updates continues from the checkpoint.
+  assert loop.train_rl(config, workdir, rollout_fn=toy)["updates"] == 3
+
+
+@pytest.mark.slow
+def test_launch_rl_tiny_on_real_terminal_tasks(tmp_path):
+  from mage_jax.agent import sandbox
+  try:
+    sandbox.check_available()
+  except sandbox.SandboxUnavailable as e:
+    pytest.skip(f"sandbox unavailable: {e}")
+  workdir = tmp_path / "rl_tiny"
+  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}   # one CPU device: 8 rows fit it
+  proc = subprocess.run(
+      [sys.executable, "-m", "launch.rl", "--config=configs/stage5_rl.py:tiny", f"--workdir={workdir}",
+       "--config.rl.total_updates=1"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  summary = json.loads((workdir / "summary.json").read_text())
+  assert summary["updates"] == 1
+  row = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()
+         if '"reward_mean"' in line][0]
+  # 2 groups x 4 episodes of real sandboxed terminal tasks, every policy call trained.
+  assert row["episodes"] == 8 and row["env_errors"] == 0
+  assert row["samples"] == row["packed_samples"] >= 8 and row["left_out_samples"] == 0
+  assert row["served_version"] == 1 and row["probe_max_abs_diff"] <= 0.05
+  assert (workdir / "checkpoints").is_dir() and (workdir / "final_params.meta.json").exists()
