@@ -192,8 +192,13 @@ def test_train_rl_end_to_end_with_the_embedded_server(tmp_path):
   for a, b in zip(jax.tree_util.tree_leaves(state.params), jax.tree_util.tree_leaves(final)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
-  # A finished run is not redone; a larger total_updates continues from the checkpoint.
+  # A finished run is not redone; a larger total_updates resumes from the checkpoint (state,
+  # version, sampler, counters) and serves the restored weights before rolling out.
   assert loop.train_rl(config, workdir, rollout_fn=toy)["updates"] == 3
+  more = loop.train_rl(tiny_rl_config(4), workdir, rollout_fn=toy)
+  assert more["updates"] == 4 and more["totals"]["dropped_stale_groups"] == 2
+  rows = [r for r in metrics_lib.read_metrics(workdir) if "reward_mean" in r]
+  assert [r["version"] for r in rows] == [1, 2, 3, 4]
 
 
 @pytest.mark.slow
