@@ -380,7 +380,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
         return {"stopped": True, "updates": version}
   finally:
     stop.uninstall()
-    workers.close(rl.group_timeout_s)
+    workers.close(30.0)   # daemon threads: an engine call still running is left behind
     if rollout_fn_owned is not None and hasattr(rollout_fn_owned, "close"):
       rollout_fn_owned.close()
     if server is not None:
