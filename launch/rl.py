@@ -18,7 +18,7 @@ import json
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Stage 5 config file[:arg].", lock_config=False)
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Stage 5 config file[:arg].", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (auto-resumes).", required=True)
 _SERVER_URL = flags.DEFINE_string("server_url", None,
                                   "OpenAI base URL of the rollout engine (e.g. http://host:8000/v1); "
