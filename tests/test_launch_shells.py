@@ -23,7 +23,8 @@ def test_library_modules_define_no_flags():
 
 @pytest.mark.parametrize("shell,flag", [("train", "--workdir"), ("curriculum", "--workdir"),
                                         ("sweep", "--mode"), ("pack", "--workers"),
-                                        ("plot", "--workdir")])
+                                        ("plot", "--workdir"), ("rl", "--server_url"),
+                                        ("serve", "--config")])
 def test_shell_parses_its_flags(shell, flag):
   env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
   p = subprocess.run([sys.executable, "-m", f"launch.{shell}", "--helpfull"], cwd=ROOT, env=env,

@@ -303,14 +303,11 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
   train_step = None
   schedule = opt_lib.schedule(opt_lib.OptimizerConfig.from_config(config.optimizer, t.total_steps))
   peak, _ = metrics_lib.device_peak_tflops(config.log.peak_tflops_per_device)
-  logger = metrics_lib.Logger(
-      workdir, total_steps=t.total_steps, every_steps=config.log.every_steps, peak_tflops=peak,
-      num_devices=jax.device_count(), tensorboard=config.log.tensorboard, wandb=config.log.wandb,
-      wandb_project=config.log.wandb_project, run_name=config.get("name", ""), config=config)
+  logger = metrics_lib.Logger.from_config(workdir, config, t.total_steps, peak)
   print(f"{config.get('name', '')}: {t.total_steps} updates of {rl.groups_per_update} groups x "
         f"{rl.episodes_per_group} episodes, batch {rows} x {seq_len}, lag <= {rl.max_policy_lag}, "
         f"mesh {dict(t.mesh.shape)}", flush=True)
-  stop = sft_loop._Stop()
+  stop = sft_loop.StopSignal()
   stop.install()
   last: dict[str, float] = {}
 

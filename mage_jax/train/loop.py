@@ -316,7 +316,7 @@ def initial_state(t: Trainer) -> state_lib.TrainState:
 # --- loop ----------------------------------------------------------------------------------------
 
 
-class _Stop:
+class StopSignal:
   def __init__(self):
     self.requested = False
     self._old = None
@@ -383,15 +383,12 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   schedule = opt_lib.schedule(opt_lib.OptimizerConfig.from_config(config.optimizer, t.total_steps))
 
   peak, peak_src = metrics_lib.device_peak_tflops(config.log.peak_tflops_per_device)
-  logger = metrics_lib.Logger(
-      workdir, total_steps=t.total_steps, every_steps=config.log.every_steps, peak_tflops=peak,
-      num_devices=jax.device_count(), tensorboard=config.log.tensorboard, wandb=config.log.wandb,
-      wandb_project=config.log.wandb_project, run_name=config.get("name", ""), config=config)
+  logger = metrics_lib.Logger.from_config(workdir, config, t.total_steps, peak)
   print(f"{config.get('name', '')}: {t.total_steps} steps, batch {t.data.batch_size} x "
         f"{t.data.seq_len} tokens, mesh {dict(t.mesh.shape)}, peak {peak:.3f} TFLOP/s/device "
         f"({peak_src})", flush=True)
   profiler = metrics_lib.Profiler(config.log.profile_steps, os.path.join(workdir, "profile"))
-  stop = _Stop()
+  stop = StopSignal()
   stop.install()
   eval_every = config.eval.get("every_steps", 0) if config.get("eval") is not None else 0
 

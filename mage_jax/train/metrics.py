@@ -77,6 +77,15 @@ class Logger:
                                    config=config.to_dict() if hasattr(config, "to_dict") else config)
     self._reset(time.perf_counter())
 
+  @classmethod
+  def from_config(cls, workdir: str, config: Any, total_steps: int, peak_tflops: float) -> "Logger":
+    """The logger a trainer (SFT or RL) builds from its config's `log` section."""
+    return cls(workdir, total_steps=total_steps, every_steps=config.log.every_steps,
+               peak_tflops=peak_tflops, num_devices=jax.device_count(),
+               tensorboard=config.log.tensorboard, wandb=config.log.wandb,
+               wandb_project=config.log.wandb_project, run_name=config.get("name", ""),
+               config=config)
+
   def _reset(self, now: float) -> None:
     self._t0, self._steps, self._tokens, self._f6, self._ft, self._fm = now, 0, 0.0, 0.0, 0.0, 0.0
     self._sums: dict[str, float] = {}
