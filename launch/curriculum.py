@@ -1,4 +1,4 @@
-"""Run the Mage-VL-Cowork curriculum: SFT stages 1-4 in order.
+"""Run the Mage-VL-Cowork curriculum: SFT stages 1-4, then online RL (stage 5), in order.
 
   python -m launch.curriculum --config=configs/mage_vl_cowork.py:tiny --workdir=workdirs/demo
 
@@ -10,7 +10,7 @@ interrupted one resumes from its checkpoint. Synthetic data (tiny) is made
 once in <workdir>/synth and shared; stages of the same shapes share a
 persistent compilation cache in <workdir>/jax_cache. At the end: a per-stage
 table (steps, trained tokens, first/final loss, held-out loss, FLOPs 6·N·D and
-all, wall time), <workdir>/curriculum.json and PNG plots in <workdir>/plots.
+all, wall time; for RL: updates, policy tokens, mean reward first -> last), <workdir>/curriculum.json and PNG plots in <workdir>/plots.
 The logic is `mage_jax.train.curriculum`; this module is only its command line.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""End to end (Levanter style): the tiny curriculum trains 2 steps per stage on
-synthetic data with held-out episodes, writes the table/plots, and a rerun skips
-completed stages."""
+"""End to end (Levanter style): the tiny curriculum trains 2 steps per SFT stage on
+synthetic data with held-out episodes, then one RL update from the last SFT stage's
+params, writes the table/plots, and a rerun skips completed stages."""
 import json
 import os
 import subprocess
@@ -22,6 +22,9 @@ def _run(workdir):
     args.append(f"--config.stages.{stage}.overrides=train.total_steps=2;log.every_steps=1;"
                 "eval.max_new_tokens=4;eval.click_samples=1;checkpoint.async_save=false;"
                 "data.batch_size=1" + extra)
+  # Stage 5 starts from stage 2's params: one RL update of one group of 2 episodes.
+  args.append("--config.stages.stage5_rl.overrides=rl.total_updates=1;rl.groups_per_update=1;"
+              "rl.episodes_per_group=2;checkpoint.async_save=false")
   return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -30,7 +33,12 @@ def test_tiny_curriculum_two_steps_per_stage_and_resume(tmp_path):
   out = _run(tmp_path)
   assert out.returncode == 0, out.stderr[-4000:]
   rows = json.load(open(tmp_path / "curriculum.json"))
-  assert [r["stage"] for r in rows] == ["stage1_midtrain", "stage2_gui_sft"]
+  assert [r["stage"] for r in rows] == ["stage1_midtrain", "stage2_gui_sft", "stage5_rl"]
+  rl_row = rows.pop()
+  assert rl_row["kind"] == "rl" and rl_row["steps"] == 1 and rl_row["tokens"] > 0
+  assert rl_row["reward_first"] is not None  # the update's groups were played and scored
+  assert f"initialised params from {tmp_path / 'stage2_gui_sft'}" in out.stdout  # RL starts from SFT
+  assert "reward " in out.stdout  # the RL row of the table
   for r in rows:
     assert r["steps"] == 2 and r["tokens"] > 0 and r["flops_6nd"] > 0
     assert r["final_loss"] == r["final_loss"]  # not NaN
@@ -51,4 +59,4 @@ def test_tiny_curriculum_two_steps_per_stage_and_resume(tmp_path):
   assert any(f.startswith("jit_") for f in os.listdir(tmp_path / "jax_cache"))
   again = _run(tmp_path)
   assert again.returncode == 0, again.stderr[-4000:]
-  assert again.stdout.count("complete, skipping") == 2
+  assert again.stdout.count("complete, skipping") == 3

@@ -267,6 +267,8 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
     print(f"resumed from {ckpt.directory}/{version}", flush=True)
   else:
     state, version = sft_loop.initial_state(t), 0
+    if config.init.from_dir:
+      print(f"initialised params from {config.init.from_dir}", flush=True)
 
   # engine
   weights_root = os.path.join(workdir, "weights")

@@ -48,7 +48,7 @@ def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.Config
   cfg.init.from_dir = previous or ""
   if config.get("compile_cache", False):
     cfg.compile_cache_dir = os.path.join(os.path.dirname(synth_out), "jax_cache")
-  if config.synth.enabled:
+  if config.synth.enabled and "synth" in cfg:  # RL stages have no synthetic SFT data
     cfg.synth.enabled = True
     for k in ("seed", "episodes", "grounding", "width", "height"):
       cfg.synth[k] = config.synth[k]
@@ -76,11 +76,18 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> list[dict]:
     if done:
       with open(summary_path) as f:
         summary = json.load(f)
+    elif "rl" in cfg:
+      from mage_jax.rl import loop as rl_loop
+      summary = rl_loop.train_rl(cfg, stage_dir)
     else:
       summary = loop.train(cfg, stage_dir)
     if summary.get("stopped"):
       print(f"{name} stopped early; rerun the same command to resume", flush=True)
       return rows
+    if "rl" in cfg:
+      rows.append(rl_row(name, summary, stage_dir))
+      previous = os.path.abspath(stage_dir)
+      continue
     model_cfg = model_presets.build_model_config(cfg.model)
     seq = cfg.data.seq_len
     # FLOPs of the batches trained (real tokens, segments, images) when the summary has them,
@@ -99,6 +106,15 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> list[dict]:
   return rows
 
 
+def rl_row(name: str, summary: dict, stage_dir: str) -> dict:
+  """A table row for an RL stage: updates, policy tokens trained, first/last mean reward."""
+  from mage_jax.train import metrics as metrics_lib
+  tokens = sum(r.get("policy_tokens", 0.0) for r in metrics_lib.read_metrics(stage_dir) if "step" in r)
+  return dict(stage=name, kind="rl", steps=summary["updates"], tokens=tokens,
+              reward_first=summary.get("reward_mean_first"), reward_last=summary.get("reward_mean_last"),
+              wall_s=summary["wall_s"], eval={})
+
+
 def heldout_mean(row: dict) -> float | None:
   """Mean over sources of a stage's held-out loss (None when it had no held-out set)."""
   losses = [v for k, v in (row.get("eval") or {}).items() if k.startswith("heldout_loss/")]
@@ -113,6 +129,11 @@ def format_table(rows: list[dict]) -> str:
          f"{'held-out':>9} {'FLOPs 6ND':>10} {'FLOPs all':>10} {'wall s':>8}"
   lines = [head, "-" * len(head)]
   for r in rows:
+    if r.get("kind") == "rl":  # no loss to compare with SFT's: mean reward, first -> last update
+      reward = f"reward {r['reward_first'] or 0.0:.3f} -> {r['reward_last'] or 0.0:.3f}"
+      lines.append(f"{r['stage']:<20} {r['steps']:>6} {r['tokens']:>12.0f} {reward:>31} "
+                   f"{'-':>10} {'-':>10} {r['wall_s']:>8.1f}")
+      continue
     h = heldout_mean(r)
     lines.append(f"{r['stage']:<20} {r['steps']:>6} {r['tokens']:>12.0f} {r['first_loss']:>10.4f} "
                  f"{r['final_loss']:>10.4f} {'-' if h is None else f'{h:.4f}':>9} "
