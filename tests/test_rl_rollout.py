@@ -5,6 +5,7 @@ import contextlib
 import json
 import socket
 import threading
+import urllib.parse
 import time
 import urllib.error
 import urllib.request
@@ -223,8 +224,9 @@ def test_dead_server_raises_naming_the_url_within_the_timeout():
 
 
 @contextlib.contextmanager
-def canned_server(body: dict):
-  """A loopback server answering every POST with one canned JSON body; yields its /v1 URL."""
+def canned_server(body: dict, paths: list | None = None):
+  """A loopback server answering every POST with one canned JSON body; yields its /v1 URL.
+  POSTed paths (with query) are appended to `paths`."""
   canned = json.dumps(body).encode()
 
   class Handler(BaseHTTPRequestHandler):
@@ -232,6 +234,8 @@ def canned_server(body: dict):
       pass
 
     def do_POST(self):
+      if paths is not None:
+        paths.append(self.path)
       self.rfile.read(int(self.headers.get("Content-Length") or 0))
       self.send_response(200)
       self.send_header("Content-Length", str(len(canned)))
@@ -245,6 +249,16 @@ def canned_server(body: dict):
   finally:
     httpd.shutdown()
     httpd.server_close()
+
+
+def test_pause_asks_old_and_new_vllm_to_let_running_requests_finish():
+  # Old vLLM reads only wait_for_inflight_requests (default: abort them); new reads mode.
+  paths = []
+  with canned_server({"status": "ok"}, paths) as url:
+    RolloutClient(url, "mage", timeout=10).pause()
+  query = urllib.parse.parse_qs(urllib.parse.urlparse(paths[0]).query)
+  assert paths[0].startswith("/pause?") and query == {"mode": ["wait"],
+                                                      "wait_for_inflight_requests": ["true"]}
 
 
 GOOD_CHOICE = {"text": "ab", "token_ids": [1, 2], "prompt_token_ids": [5],

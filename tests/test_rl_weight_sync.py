@@ -75,6 +75,26 @@ def test_stale_weights_fail_the_probe(start_ckpt, learner, tmp_path):
     assert not server.paused
 
 
+def test_a_one_step_update_is_seen_against_the_exported_weights(start_ckpt, tmp_path):
+  """The learner is the engine's weights plus one small sign step (about what one Adam step
+  does): against the bf16-rounded reference a stale engine fails a tight tolerance while a
+  fresh one passes it. (Against the fp32 master copy the fresh engine was already 0.009 away.)"""
+  import jax
+  from flax import nnx
+  from mage_jax import api
+  base = api.load(start_ckpt).model       # exactly what the engine serves at the start
+  graphdef, state = nnx.split(base)
+  step = jax.tree_util.tree_map(lambda x: x + 2e-3 * jax.numpy.sign(
+      jax.random.normal(jax.random.key(3), x.shape)), state)
+  learner = nnx.merge(graphdef, step)
+  with RolloutServer(start_ckpt) as server:
+    report, _ = _sync(server, learner, str(tmp_path / "fresh"), 1, tolerance=1e-3)
+    assert report.probe_max_abs_diff < 1e-4
+  with StaleServer(start_ckpt) as server:
+    with pytest.raises(WeightSyncError, match=r"probe log-probs differ .* > tolerance 0.001"):
+      _sync(server, learner, str(tmp_path / "stale"), 1, tolerance=1e-3)
+
+
 def test_ignored_reload_fails_on_the_served_path(start_ckpt, learner, tmp_path):
   with NoOpServer(start_ckpt) as server:
     with pytest.raises(WeightSyncError, match=r"serves .*/a, not .*/v4"):

@@ -181,7 +181,12 @@ class RolloutClient:
 
   # ---- control (vLLM dev mode) -------------------------------------------------------------------
   def pause(self, mode: str = "wait") -> None:
-    self._post("/pause?" + urllib.parse.urlencode({"mode": mode}), root=True)
+    # Older vLLM reads only `wait_for_inflight_requests` (default false = abort in-flight
+    # requests) and ignores `mode`; newer maps that flag to mode=wait. Send both.
+    query = {"mode": mode}
+    if mode == "wait":
+      query["wait_for_inflight_requests"] = "true"
+    self._post("/pause?" + urllib.parse.urlencode(query), root=True)
 
   def resume(self) -> None:
     self._post("/resume", root=True)

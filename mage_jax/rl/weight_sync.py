@@ -47,9 +47,27 @@ class WeightSyncError(RuntimeError):
   """The engine did not take the new weights (reload failed, or it serves stale ones)."""
 
 
-def model_logprobs_fn(model: Any, cfg: Any) -> Callable[[Sequence[int]], np.ndarray]:
-  """tokens -> [T-1] fp32 log p(tokens[t+1] | tokens[:t+1]) from the model's forward (api.Policy.logits)."""
+def model_logprobs_fn(model: Any, cfg: Any, *, export_dtype: str | None = "bfloat16"
+                      ) -> Callable[[Sequence[int]], np.ndarray]:
+  """tokens -> [T-1] fp32 log p(tokens[t+1] | tokens[:t+1]) from the model's forward (api.Policy.logits).
+
+  With `export_dtype`, the forward uses the parameters rounded to that dtype, i.e. the
+  weights `export` hands the engine, not the fp32 master copy: one small update can
+  leave the bf16 weights nearly unchanged, so only a reference computed from the
+  exported values lets a tight tolerance tell fresh engine weights from stale ones
+  (the embedded server then matches to ~1e-5; an engine computing in bf16 needs a
+  looser tolerance, and so cannot see very small updates). Costs one parameter copy.
+  """
+  import jax
+  import jax.numpy as jnp
+  from flax import nnx
   from mage_jax import api
+  if export_dtype is not None:
+    graphdef, state = nnx.split(model)
+    rounded = jax.tree_util.tree_map(
+        lambda x: x.astype(export_dtype).astype(x.dtype)
+        if jnp.issubdtype(x.dtype, jnp.floating) else x, state)
+    model = nnx.merge(graphdef, rounded)
   policy = api.Policy(cfg=cfg, model=model)
 
   def fn(tokens: Sequence[int]) -> np.ndarray:
