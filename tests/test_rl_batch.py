@@ -86,3 +86,76 @@ def test_errors_name_the_sample():
     pack_rl_batch([_sample([1], [2], [-1.0], float("nan"), ep="ep-4")], rows=1, seq_len=16)
   with pytest.raises(ValueError, match="rows >= 1"):
     pack_rl_batch([], rows=0, seq_len=16)
+
+
+def _gui_sample(rng, sizes, completion_len, adv, ep):
+  """A GUI-like call: text, one smart-resized screenshot block per size, text; a completion."""
+  from mage_jax.data.images import num_image_tokens
+  from mage_jax.models.config import IMAGE_PAD_ID, VISION_END_ID, VISION_START_ID
+  images = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in sizes]
+  prompt = [151644, 872, 198]
+  for im in images:
+    prompt += [VISION_START_ID] + [IMAGE_PAD_ID] * num_image_tokens(*im.shape[:2]) + [VISION_END_ID]
+  prompt += [5501, 4205, 151645, 198, 151644, 77091, 198]
+  completion = rng.integers(1, 1000, completion_len).tolist()
+  return RLSample(prompt_ids=prompt, completion_ids=completion,
+                  rollout_logprobs=(-rng.random(completion_len)).tolist(), advantage=adv, version=0,
+                  task_id="gui", episode_id=ep, images=images)
+
+
+def test_gui_sample_packs_to_the_sft_packers_patch_layout():
+  from mage_jax.data import images as images_lib
+  from mage_jax.data.packing import assemble_bin, to_segment
+  from mage_jax.data.render import Sample
+  rng = np.random.default_rng(0)
+  gui = _gui_sample(rng, [(64, 96), (64, 64)], 4, 0.75, "a")   # 24 + 16 patches
+  text = _sample([10, 11, 12], [13, 14], [-0.5, -0.25], -1.0, ep="b")
+  seq, budget = 64, 48
+  batch, report = pack_rl_batch([gui, text], rows=2, seq_len=seq, patch_budget=budget)
+  assert set(batch) == set(TEXT_KEYS) | set(RL_KEYS) | {"patches", "patch_image_ids", "patch_positions"}
+  assert batch["patches"].shape == (2, budget, 768) and batch["patches"].dtype == np.uint8
+  assert report["row_samples"] == [[0, 1]] and report["patches"] == 40
+  # The SFT packer on the same two samples (prompt + completion trained as labels).
+  segs = [to_segment(Sample(np.asarray(s.prompt_ids + s.completion_ids, np.int32),
+                            np.r_[np.zeros(len(s.prompt_ids), bool), np.ones(len(s.completion_ids), bool)],
+                            list(s.images or []), {}), seq_len=seq, patch_budget=budget)
+          for s in (gui, text)]
+  sft = assemble_bin(segs, seq, budget)
+  for k in ("patches", "patch_image_ids", "patch_positions", "tokens", "targets", "loss_mask",
+            "segment_ids", "positions"):
+    np.testing.assert_array_equal(batch[k][0], sft[k], err_msg=k)
+  # ... which is images.patchify per screenshot, one attention block per image, zero padding.
+  rows = [images_lib.patchify(im) for im in gui.images]
+  np.testing.assert_array_equal(batch["patches"][0, :40], np.concatenate([r for r, _ in rows]))
+  np.testing.assert_array_equal(batch["patch_positions"][0, :40], np.concatenate([p for _, p in rows]))
+  np.testing.assert_array_equal(batch["patch_image_ids"][0], [1] * 24 + [2] * 16 + [0] * 8)
+  assert not batch["patches"][0, 40:].any() and not batch["patches"][1].any()
+  # Patch 1 of image 1 (merge-block order): pixel rows 0..15, columns 16..31, as [C, 16, 16].
+  np.testing.assert_array_equal(batch["patches"][0, 1], gui.images[0][:16, 16:32].transpose(2, 0, 1).ravel())
+  # RL fields sit on the completion slots of each segment.
+  first = len(gui.prompt_ids) - 1
+  np.testing.assert_allclose(batch["logp_rollout"][0, first:first + 4], gui.rollout_logprobs, rtol=1e-6)
+  assert (batch["advantages"][0, first:first + 4] == 0.75).all()
+  assert batch["loss_mask"].sum() == report["policy_tokens"] == 6
+
+
+def test_image_samples_respect_the_patch_budget_and_never_lose_image_tokens():
+  rng = np.random.default_rng(1)
+  a = _gui_sample(rng, [(64, 96)], 3, 1.0, "a")        # 24 patches
+  b = _gui_sample(rng, [(64, 96)], 3, 1.0, "b")        # 24 patches: a and b can't share a 32-patch row
+  big = _gui_sample(rng, [(64, 96), (64, 96)], 3, 1.0, "big")   # 48 > 32 patches
+  batch, report = pack_rl_batch([a, b, big], rows=2, seq_len=128, patch_budget=32)
+  assert report["row_samples"] == [[0], [1]] and report["skipped"] == {"more patches than patch_budget": 1}
+  # Too long: the left cut may drop text before the first image, never image tokens.
+  n = len(a.prompt_ids) + 3
+  batch, report = pack_rl_batch([a], rows=1, seq_len=n - 3, patch_budget=32)   # cuts 3 text tokens
+  assert report["truncated_prompt"] == 1 and batch["tokens"][0, 0] == a.prompt_ids[3]
+  _, report = pack_rl_batch([a], rows=1, seq_len=n - 4, patch_budget=32)      # would cut vision_start
+  assert report["skipped"] == {"too_long_with_images": 1} and report["skipped_too_long"] == 1
+  # Text-only batches keep the text layout; image_keys=True gives the image keys anyway (empty).
+  t = _sample([1, 2], [3], [-0.1], 1.0)
+  assert "patches" not in pack_rl_batch([t], rows=1, seq_len=8)[0]
+  batch, _ = pack_rl_batch([t], rows=1, seq_len=8, patch_budget=4, image_keys=True)
+  assert batch["patches"].shape == (1, 4, 768) and not batch["patch_image_ids"].any()
+  with pytest.raises(ValueError, match=r"RLSample #0 .*'a'.*patch_budget=0"):
+    pack_rl_batch([a], rows=1, seq_len=128)

@@ -34,10 +34,18 @@ class FakeClient:
     return Completion(text="hi", token_ids=ids, logprobs=[-0.5] * len(ids),
                       prompt_token_ids=list(prompt_token_ids), finish_reason="stop")
 
+  def chat(self, messages, *, max_tokens, temperature=1.0, top_p=1.0, seed=None):
+    """Echoes an engine prompt with `self.chat_pads` image pads (set by the test)."""
+    self.calls.append((messages, seed))
+    ids = [7, 151645][:max_tokens]
+    engine_prompt = [151644, 872, 198, 151652] + [151655] * self.chat_pads + [151653, 151645]
+    return Completion(text="ok", token_ids=ids, logprobs=[-0.25] * len(ids),
+                      prompt_token_ids=engine_prompt, finish_reason="stop")
 
-def request(task_id="t", episode_id="t-e0", prompt=PROMPT, images=()):
+
+def request(task_id="t", episode_id="t-e0", prompt=PROMPT, images=(), t=1):
   return types.SimpleNamespace(task=types.SimpleNamespace(id=task_id), prompt_tokens=np.asarray(prompt),
-                               images=list(images), episode=types.SimpleNamespace(id=episode_id))
+                               images=list(images), episode=types.SimpleNamespace(id=episode_id), t=t)
 
 
 def test_rollout_policy_is_token_in_token_out_and_stamps_the_served_version():
@@ -52,8 +60,30 @@ def test_rollout_policy_is_token_in_token_out_and_stamps_the_served_version():
   assert out.prompt_ids == PROMPT and out.completion_ids == [5, 6, 151645] and out.logprobs == [-0.5] * 3
   assert [(s.version, s.prompt_ids, s.episode_id) for s in pol.samples] == [
       (4, PROMPT, "t-e0"), (5, PROMPT + [5, 6], "t-e0")]
-  with pytest.raises(RolloutError, match="screenshot"):
-    pol.act(request(images=[np.zeros((4, 4, 3), np.uint8)]))
+
+
+
+def test_rollout_policy_sends_screenshots_through_chat_and_checks_the_pad_count():
+  # A rendered user turn with one 64x96 screenshot: (64/16)(96/16)/4 = 6 merged tokens.
+  image = np.random.default_rng(0).integers(0, 255, (64, 96, 3), dtype=np.uint8)
+  prompt = [151644, 872, 198, 151652] + [151655] * 6 + [151653, 151645, 198, 151644, 77091, 198]
+  client = FakeClient()
+  pol = RolloutPolicy(RolloutContext(client, lambda: 2, max_tokens=4), "gui_t", "gui_t-e0")
+  client.chat_pads = 6
+  out = pol.act(request("gui_t", "gui_t-e0", prompt, [image]))
+  messages = client.calls[0][0]
+  parts = messages[0]["content"]
+  assert messages[0]["role"] == "user" and [p["type"] for p in parts] == ["image_url"]
+  assert parts[0]["image_url"]["url"].startswith("data:image/png;base64,")
+  engine_prompt = [151644, 872, 198, 151652] + [151655] * 6 + [151653, 151645]
+  s = pol.samples[0]
+  assert s.prompt_ids == engine_prompt and out.prompt_ids == engine_prompt   # the engine's ids
+  assert s.completion_ids == [7, 151645] and s.rollout_logprobs == [-0.25, -0.25] and s.version == 2
+  assert len(s.images) == 1 and s.images[0] is not None and np.array_equal(s.images[0], image)
+  client.chat_pads = 5   # the engine resized the screenshot differently
+  with pytest.raises(RolloutError, match=r"task 'gui_t' step 3: .*5 <\|image_pad\|>.*\[6\]"):
+    pol.act(request("gui_t", "gui_t-e0", prompt, [image], t=3))
+  assert pol.error is not None and len(pol.samples) == 1
 
 
 def test_dead_server_is_a_clear_error_not_an_env_error():

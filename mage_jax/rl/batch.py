@@ -9,11 +9,22 @@ the engine's log-prob of completion token k and the sample's advantage.
 `logp_old` is zero here; the learner fills it (objective.token_logprobs)
 before the update. All RL fields are 0 where loss_mask is 0.
 
+GUI / hybrid samples carry their screenshots (`images`, smart-resized, in the
+order of the prompt's image blocks; the prompt holds the engine's expanded
+`<|image_pad|>` run per image). They are packed exactly as SFT bins are: a
+sample becomes a data.packing.Segment (to_segment: patchify, pad-count check,
+patch budget), bins respect both budgets (tokens, `patch_budget` patches) and
+rows are assembled by data.packing.assemble_from_parts, so the batch carries
+`patches`, `patch_image_ids`, `patch_positions` in the SFT layout and the
+learner's forward is Mage-VL's. A batch has those keys when a sample has images
+(or `image_keys=True`: the loop asks for them always when GUI tasks are on, so
+every batch has one shape); text-only batches keep the text layout.
+
 Samples are placed by data/packing.py's best-fit-decreasing; bins beyond
 `rows` are left out (their sample indices are reported so a caller can carry
 them over). A sample longer than seq_len loses prompt tokens from the left
-when its completion still fits after at least one prompt token; otherwise it
-is skipped and counted. Note that a left-truncated prompt is not the context
+when its completion still fits after at least one prompt token and the cut
+removes no image token; otherwise it is skipped and counted. Note that a left-truncated prompt is not the context
 the engine sampled under, so logp_old departs from logp_rollout there; the
 truncated importance weight bounds what that can do.
 """
@@ -26,10 +37,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mage_jax.data.packing import assemble_from_parts, best_fit_decreasing, empty_bins
-from mage_jax.models.config import PAD_ID
+from mage_jax.data.packing import (SkipSample, assemble_from_parts, best_fit_decreasing,
+                                   concat_segments, empty_bins, to_segment)
+from mage_jax.data.render import Sample
+from mage_jax.models.config import IMAGE_PAD_ID, PAD_ID, VISION_START_ID
 
 TEXT_KEYS = ("tokens", "targets", "loss_mask", "segment_ids", "positions")
+IMAGE_KEYS = ("patches", "patch_image_ids", "patch_positions")
 RL_KEYS = ("logp_rollout", "advantages", "logp_old")
 
 
@@ -43,6 +57,8 @@ class RLSample:
   version: int                    # policy version that generated it
   task_id: str = ""
   episode_id: str = ""
+  # Screenshots of the prompt (uint8 [H, W, 3], smart-resized, in prompt order); None: text only.
+  images: list[np.ndarray] | None = None
 
   def name(self, index: int) -> str:
     return f"RLSample #{index} (task_id={self.task_id!r}, episode_id={self.episode_id!r})"
@@ -60,24 +76,43 @@ def _check(sample: RLSample, index: int) -> None:
     raise ValueError(f"{sample.name(index)}: advantage {sample.advantage} is not finite")
 
 
-def pack_rl_batch(samples: Sequence[RLSample], *, rows: int, seq_len: int,
-                  pad_id: int = PAD_ID) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-  """Best-fit pack `samples` into `rows` rows of `seq_len` slots.
+def _first_image_token(prompt: np.ndarray) -> int:
+  """Index of the prompt's first vision token (len(prompt) when it has none)."""
+  hits = np.flatnonzero((prompt == VISION_START_ID) | (prompt == IMAGE_PAD_ID))
+  return int(hits[0]) if hits.size else len(prompt)
+
+
+def pack_rl_batch(samples: Sequence[RLSample], *, rows: int, seq_len: int, patch_budget: int = 0,
+                  image_keys: bool | None = None, pad_id: int = PAD_ID
+                  ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+  """Best-fit pack `samples` into `rows` rows of `seq_len` token and `patch_budget` patch slots.
 
   Returns (batch, report). batch: TEXT_KEYS + RL_KEYS, all [rows, seq_len]
-  (int32 ids/positions, float32 mask and RL fields). pad_id fills padding
-  slots (a tiny test model with a small vocabulary passes an id it has).
+  (int32 ids/positions, float32 mask and RL fields), plus IMAGE_KEYS
+  ([rows, patch_budget, 768] uint8, [rows, patch_budget] int32,
+  [rows, patch_budget, 3] int32) when `image_keys` is True, or (None) when
+  any sample has images. pad_id fills padding slots (a tiny test model with
+  a small vocabulary passes an id it has).
   report: packed, truncated_prompt, skipped (reason -> count),
   skipped_too_long, left_out (packed nowhere for lack of rows),
-  left_out_indices, row_samples (sample indices per row), policy_tokens, fill.
+  left_out_indices, row_samples (sample indices per row), policy_tokens,
+  fill, patches, patch_fill.
   """
   if rows < 1 or seq_len < 2:
     raise ValueError(f"pack_rl_batch needs rows >= 1 and seq_len >= 2, got rows={rows}, "
                      f"seq_len={seq_len}")
+  has_images = any(s.images for s in samples)
+  if image_keys is None:
+    image_keys = has_images
+  if has_images and (not image_keys or patch_budget < 1):
+    first = next(i for i, s in enumerate(samples) if s.images)
+    raise ValueError(f"{samples[first].name(first)} has {len(samples[first].images)} screenshot(s) "
+                     f"but the batch has no patch slots (patch_budget={patch_budget}, "
+                     f"image_keys={image_keys}); set data.patch_budget for GUI/hybrid RL")
   skipped: collections.Counter[str] = collections.Counter()
   truncated = 0
   kept: list[int] = []
-  prompts: dict[int, np.ndarray] = {}
+  segments: dict[int, Any] = {}
   for i, s in enumerate(samples):
     _check(s, i)
     completion = len(s.completion_ids)
@@ -89,55 +124,59 @@ def pack_rl_batch(samples: Sequence[RLSample], *, rows: int, seq_len: int,
       continue
     prompt = np.asarray(s.prompt_ids, np.int32)
     if len(prompt) + completion > seq_len:
+      cut = len(prompt) + completion - seq_len
       if completion >= seq_len:  # not even one prompt token would remain
         skipped["too_long"] += 1
         continue
-      prompt = prompt[len(prompt) + completion - seq_len:]
+      if cut > _first_image_token(prompt):  # a screenshot's tokens would be cut off its patches
+        skipped["too_long_with_images"] += 1
+        continue
+      prompt = prompt[cut:]
       truncated += 1
-    prompts[i] = prompt
+    tokens = np.concatenate([prompt, np.asarray(s.completion_ids, np.int32)])
+    labels = np.concatenate([np.zeros(len(prompt), bool), np.ones(completion, bool)])
+    try:  # the SFT packer's segment: patchify, <|image_pad|> = patches / 4, patch budget
+      segments[i] = to_segment(Sample(tokens, labels, list(s.images or []), {"source_id": 0}),
+                               seq_len=seq_len, patch_budget=patch_budget)
+    except SkipSample as e:
+      skipped[str(e)] += 1
+      continue
     kept.append(i)
 
-  lengths = [len(prompts[i]) + len(samples[i].completion_ids) for i in kept]
-  bins = best_fit_decreasing(lengths, [0] * len(kept), seq_len, 0)
+  bins = best_fit_decreasing([segments[i].num_tokens for i in kept],
+                             [segments[i].num_patches for i in kept], seq_len, patch_budget)
   row_samples = [[kept[j] for j in b] for b in bins[:rows]]
   left_out = sorted(kept[j] for b in bins[rows:] for j in b)
 
-  out = empty_bins(rows, seq_len, 0)
-  batch = {k: out[k] for k in TEXT_KEYS}
+  out = empty_bins(rows, seq_len, patch_budget if image_keys else 0)
+  batch = {k: out[k] for k in TEXT_KEYS + (IMAGE_KEYS if image_keys else ())}
   batch.update({k: np.zeros((rows, seq_len), np.float32) for k in RL_KEYS})
   for r, members in enumerate(row_samples):
-    _fill_row(r, [samples[i] for i in members], [prompts[i] for i in members], out, batch,
-              seq_len)
+    assemble_from_parts(**concat_segments([segments[i] for i in members]), seq_len=seq_len,
+                        patch_budget=patch_budget, out={k: v[r] for k, v in out.items()})
+    _fill_rl_fields(r, [samples[i] for i in members], [segments[i] for i in members], batch)
   batch["tokens"][batch["segment_ids"] == 0] = pad_id
 
   packed = sum(len(m) for m in row_samples)
   tokens_used = int((batch["segment_ids"] > 0).sum())
+  patches_used = sum(segments[i].num_patches for m in row_samples for i in m)
   report = dict(
       packed=packed, truncated_prompt=truncated, skipped=dict(skipped),
-      skipped_too_long=skipped["too_long"], left_out=len(left_out),
-      left_out_indices=left_out, row_samples=row_samples,
-      policy_tokens=int(batch["loss_mask"].sum()), fill=tokens_used / (rows * seq_len))
+      skipped_too_long=skipped["too_long"] + skipped["too_long_with_images"],
+      left_out=len(left_out), left_out_indices=left_out, row_samples=row_samples,
+      policy_tokens=int(batch["loss_mask"].sum()), fill=tokens_used / (rows * seq_len),
+      patches=patches_used, patch_fill=patches_used / max(1, rows * patch_budget))
   return batch, report
 
 
-def _fill_row(r: int, members: Sequence[RLSample], prompts: Sequence[np.ndarray],
-              out: dict[str, np.ndarray], batch: dict[str, np.ndarray], seq_len: int) -> None:
-  """Row r: the packed layout via packing.assemble_from_parts (label = completion token),
-  then the engine log-probs and advantages on the slots that predict completion tokens."""
-  tokens = np.concatenate([np.concatenate([p, np.asarray(s.completion_ids, np.int32)])
-                           for s, p in zip(members, prompts)])
-  labels = np.concatenate([np.concatenate([np.zeros(len(p), np.uint8),
-                                           np.ones(len(s.completion_ids), np.uint8)])
-                           for s, p in zip(members, prompts)])
-  seg_lens = np.array([len(p) + len(s.completion_ids) for s, p in zip(members, prompts)],
-                      np.int64)
-  assemble_from_parts(tokens, labels, seg_lens, np.zeros(len(members), np.int32),
-                      np.zeros((0, 768), np.uint8), np.zeros((0, 3), np.int32),
-                      np.zeros(0, np.int64), seq_len, 0, out={k: v[r] for k, v in out.items()})
+def _fill_rl_fields(r: int, members: Sequence[RLSample], segments: Sequence[Any],
+                    batch: dict[str, np.ndarray]) -> None:
+  """Row r's engine log-probs and advantages on the slots that predict completion tokens
+  (the layout itself is packing.assemble_from_parts', label = completion token)."""
   start = 0
-  for s, p in zip(members, prompts):
-    first = start + len(p) - 1           # slot whose target is completion token 0
+  for s, seg in zip(members, segments):
     n = len(s.completion_ids)
+    first = start + seg.num_tokens - n - 1   # slot whose target is completion token 0
     batch["logp_rollout"][r, first:first + n] = np.asarray(s.rollout_logprobs, np.float32)
     batch["advantages"][r, first:first + n] = float(s.advantage)
-    start += len(p) + n
+    start += seg.num_tokens

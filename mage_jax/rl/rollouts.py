@@ -3,7 +3,9 @@
 `RolloutPolicy` is an `agent.episode.Policy` that sends the harness's rendered
 prompt token ids to the rollout engine (`RolloutClient.complete`, token in /
 token out), so the learner trains on exactly the ids the engine saw and
-sampled, with the engine's log-probs, and stamps every call with the policy
+sampled, with the engine's log-probs; a prompt with screenshots goes through
+the chat route with image parts and records the engine's echoed prompt ids and
+the screenshots (GUI / hybrid tasks). It stamps every call with the policy
 version the engine was serving when the call was made (read before the call:
 a sync landing mid-call can only make the stamp older, never newer, so the
 staleness check stays conservative).
@@ -35,7 +37,8 @@ from mage_jax.agent.episode import EpisodeConfig, EpisodeResult, PolicyOutput, P
 from mage_jax.agent.slots import Job, LocalSlotPool
 from mage_jax.agent.tasks.package import TaskPackage
 from mage_jax.rl.batch import RLSample
-from mage_jax.rl.rollout_client import RolloutClient, RolloutError
+from mage_jax.models.config import IMAGE_PAD_ID
+from mage_jax.rl.rollout_client import Completion, RolloutClient, RolloutError
 
 
 @dataclasses.dataclass
@@ -89,8 +92,15 @@ def call_seed(base: int, episode_id: str, call: int) -> int:
 
 
 class RolloutPolicy:
-  """Token-in/token-out policy over the rollout engine; one instance per episode.
+  """Policy over the rollout engine; one instance per episode.
 
+  Text-only prompts go token in / token out (`/v1/completions` with the
+  rendered ids). A prompt with screenshots goes to `/v1/chat/completions`: the
+  rendered prompt is decoded and split into chat messages with the images as
+  base64 image_url parts (agent.policies.prompt_to_messages), and the sample
+  records the engine's echoed prompt ids (its chat template applied, each
+  image's `<|image_pad|>` run expanded: what it actually sampled under) with the
+  screenshots, so the learner recomputes log-probs on exactly that context.
   Records every call as an RLSample (in call order) with the served version.
   """
 
@@ -100,35 +110,63 @@ class RolloutPolicy:
     self.error: RolloutError | None = None
 
   def act(self, request: PolicyRequest) -> PolicyOutput:
-    if request.images:
-      # /v1/completions takes token ids only; screenshots need the chat route (not wired yet).
-      self.error = RolloutError(
-          f"task {request.task.id!r}: RolloutPolicy sends token ids to /v1/completions, which "
-          f"carries no images; this prompt has {len(request.images)} screenshot(s). RL on GUI "
-          "tasks needs the chat route with image parts (not implemented)")
-      raise self.error
     self.episode_id = request.episode.id
     prompt = [int(i) for i in request.prompt_tokens]
+    images = [np.asarray(im) for im in request.images or []]
     version = self.ctx.version()
+    seed = call_seed(self.ctx.seed, request.episode.id, len(self.samples))
     try:
-      comp = self.ctx.client.complete(
-          prompt, max_tokens=self.ctx.max_tokens, temperature=self.ctx.temperature,
-          top_p=self.ctx.top_p, seed=call_seed(self.ctx.seed, request.episode.id, len(self.samples)))
-      if comp.prompt_token_ids and list(comp.prompt_token_ids) != prompt:
-        raise RolloutError(f"{self.ctx.client.base_url}/completions echoed prompt_token_ids that differ "
-                           f"from the {len(prompt)} ids sent (token-in/token-out broken)")
+      if images:
+        comp, prompt = self._chat(request, prompt, images, seed)
+      else:
+        comp = self.ctx.client.complete(prompt, max_tokens=self.ctx.max_tokens,
+                                        temperature=self.ctx.temperature, top_p=self.ctx.top_p,
+                                        seed=seed)
+        if comp.prompt_token_ids and list(comp.prompt_token_ids) != prompt:
+          raise RolloutError(f"{self.ctx.client.base_url}/completions echoed prompt_token_ids that "
+                             f"differ from the {len(prompt)} ids sent (token-in/token-out broken)")
       if len(comp.logprobs) != len(comp.token_ids):
-        raise RolloutError(f"{self.ctx.client.base_url}/completions returned {len(comp.logprobs)} "
-                           f"log-probs for {len(comp.token_ids)} tokens")
+        raise RolloutError(f"{self.ctx.client.base_url}: {len(comp.logprobs)} log-probs returned "
+                           f"for {len(comp.token_ids)} tokens")
     except RolloutError as e:
       self.error = e
       raise
+    logprobs = [float(x) for x in comp.logprobs]
     self.samples.append(RLSample(prompt_ids=prompt, completion_ids=list(comp.token_ids),
-                                 rollout_logprobs=[float(x) for x in comp.logprobs], advantage=0.0,
-                                 version=int(version), task_id=self.task_id,
-                                 episode_id=request.episode.id))
+                                 rollout_logprobs=logprobs, advantage=0.0, version=int(version),
+                                 task_id=self.task_id, episode_id=request.episode.id,
+                                 images=images or None))
     return PolicyOutput(text=comp.text, prompt_ids=prompt, completion_ids=list(comp.token_ids),
-                        logprobs=[float(x) for x in comp.logprobs], output_tokens=len(comp.token_ids))
+                        logprobs=logprobs, output_tokens=len(comp.token_ids))
+
+  def _chat(self, request: PolicyRequest, prompt: list[int], images: list[np.ndarray], seed: int
+            ) -> tuple[Completion, list[int]]:
+    """One screenshot call through the chat route -> (completion, the engine's prompt ids)."""
+    from mage_jax.agent.policies import prompt_to_messages
+    from mage_jax.data.images import num_image_tokens
+    from mage_jax.data.tokenizer import load_tokenizer
+    where = f"task {request.task.id!r} step {request.t}"
+    text = load_tokenizer("").decode(prompt, skip_special_tokens=False)
+    try:
+      messages = prompt_to_messages(text, images)
+    except ValueError as e:
+      raise RolloutError(f"{where}: the rendered prompt does not split into chat messages: {e}") from e
+    comp = self.ctx.client.chat(messages, max_tokens=self.ctx.max_tokens,
+                                temperature=self.ctx.temperature, top_p=self.ctx.top_p, seed=seed)
+    url = f"{self.ctx.client.base_url}/chat/completions"
+    engine_prompt = [int(i) for i in comp.prompt_token_ids or []]
+    if not engine_prompt:
+      raise RolloutError(f"{where}: {url} returned no prompt_token_ids (needs return_token_ids); "
+                         "the learner must train on the ids the engine sampled under")
+    needed = [num_image_tokens(*im.shape[:2]) for im in images]
+    pads = engine_prompt.count(IMAGE_PAD_ID)
+    if pads != sum(needed):
+      raise RolloutError(
+          f"{where}: {url} echoed a prompt with {pads} <|image_pad|> tokens, but the "
+          f"{len(images)} screenshot(s) of sizes {[im.shape[:2] for im in images]} need "
+          f"{needed} merged tokens (sum {sum(needed)}); the engine resized or dropped an image, "
+          "so the learner's patches would not match what was sampled")
+    return comp, engine_prompt
 
 
 def _policy_of(res: EpisodeResult, policies: Sequence[RolloutPolicy]) -> RolloutPolicy | None:
