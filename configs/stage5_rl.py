@@ -5,10 +5,15 @@
         --config.init.from_dir=workdirs/stage4 --server_url=http://vllm-host:8000/v1
 
 `mage_jax.rl.loop.train_rl` (docs/rl.md). Without --server_url (config.rl.server_url)
-an embedded rollout server is started in process on the initial weights. `tiny`:
-the tiny Mage-VL (random init unless init.from_dir), 3 easy terminal tasks of the
-built-in suite, 2 groups x 4 episodes of 2 model calls, 8 x 1536-token batches;
-runs on CPU in under 2 minutes per update.
+an embedded rollout server is started in process on the initial weights. Full size:
+hybrid RL on terminal, GUI and hybrid tasks (screenshot prompts go to the engine's
+chat route with image parts; RL batches carry `data.patch_budget` patch slots per row).
+`tiny`: the tiny Mage-VL (random init unless init.from_dir), 3 easy terminal tasks of
+the built-in suite, 2 groups x 4 episodes of 2 model calls, 8 x 1536-token batches;
+runs on CPU in under 2 minutes per update. A harness screenshot (1280x800 -> 1,000
+image tokens, 4,000 patches) per call would crowd a 1,536-token row and triple the
+CPU step, so tiny stays terminal-only; `--config.rl.kinds=terminal,gui,hybrid` turns
+screenshots on there too (the tiny patch budget holds one screenshot per row).
 
 Numbers from the paper (DESIGN.md): 1,988 tasks; 96 task groups × 8 episode slots per
 update; admission window of lag + 1 = 4 batches; policy lag <= 3 updates; TIS cap C = 2.0;
@@ -25,9 +30,13 @@ def get_config(arg: str | None = None):
   c.data.sources = ml_collections.ConfigDict()
   # RL batches: data.batch_size rows of data.seq_len slots, packed from policy calls
   # (rollouts that do not fit are counted as left_out_samples).
+  # Patch slots per row for GUI/hybrid calls: up to episode.visual_turns = 3 screenshots per call,
+  # 4,000 patches each at 1280x800; the SFT stages' 32k-row budget (98,304) holds ~8 such calls.
+  c.data.patch_budget = 98_304
   if tiny:
     c.data.seq_len = 1536
     c.data.batch_size = 8
+    c.data.patch_budget = 4_000
   for section in ("synth", "prep", "eval"):   # SFT-only sections
     del c[section]
   c.rl = ml_collections.ConfigDict(dict(
@@ -47,11 +56,11 @@ def get_config(arg: str | None = None):
       inference_gpus=0 if tiny else 8,
       env_slots=2 if tiny else 1_120,
       rollout_workers=1 if tiny else 96,   # threads, one group each; env_slots are split among them
-      # tasks: "builtin" or a directory of task packages; comma lists ("" = all). Token-in
-      # rollouts are text-only for now, so terminal tasks.
+      # tasks: "builtin" or a directory of task packages; comma lists ("" = all). gui / hybrid
+      # tasks (screenshots) need a Mage-VL model and data.patch_budget.
       suite="builtin",
       tasks="term_hello_file,term_multiply,term_count_lines" if tiny else "",
-      kinds="terminal",
+      kinds="terminal" if tiny else "terminal,gui,hybrid",
       # rollout engine: "" = embedded RolloutServer on the exported initial weights
       server_url="", model_name="mage",
       max_tokens=16 if tiny else 2048, temperature=1.0, top_p=1.0,

@@ -231,6 +231,78 @@ def test_train_rl_end_to_end_with_the_embedded_server(tmp_path):
   assert [r["version"] for r in rows] == [1, 2, 3, 4]
 
 
+def test_config_kinds_need_mage_vl_and_patch_slots():
+  from configs import stage5_rl
+  from mage_jax.rl import loop
+  full = stage5_rl.get_config()
+  assert full.rl.kinds == "terminal,gui,hybrid" and full.data.patch_budget > 0
+  loop.validate(full)
+  assert loop.screenshot_kinds("") and loop.screenshot_kinds("terminal,hybrid")
+  assert not loop.screenshot_kinds("terminal")
+  c = stage5_rl.get_config("tiny")
+  c.rl.kinds = "terminal,gui"
+  loop.validate(c)
+  c.data.patch_budget = 0
+  with pytest.raises(loop.ConfigError, match="patch_budget=0"):
+    loop.validate(c)
+  with pytest.raises(loop.ConfigError, match="Mage-VL"):
+    loop.validate(_with(tiny_rl_config(), kinds="gui"))      # tiny_rl_config runs qwen3_tiny
+  with pytest.raises(loop.ConfigError, match="unknown kinds"):
+    loop.validate(_with(stage5_rl.get_config("tiny"), kinds="terminal,web"))
+
+
+def _with(config, **rl):
+  config.rl.update(rl)
+  return config
+
+
+class ToyGuiRollouts:
+  """Screenshot episodes through RolloutPolicy (the chat route): one call per episode on a
+  per-task prompt with one 64x64 screenshot; reward = fraction of completion ids below GOOD_BELOW."""
+
+  def __init__(self):
+    self.samples = []
+
+  def __call__(self, ctx, task_id, episodes, group_id):
+    from mage_jax.models.config import IMAGE_PAD_ID, VISION_END_ID, VISION_START_ID
+    image = np.random.default_rng(int(task_id[1:])).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    prompt = ([151644, 872, 198, 100 + int(task_id[1:]), VISION_START_ID] + [IMAGE_PAD_ID] * 4 +
+              [VISION_END_ID, 151645, 198, 151644, 77091, 198])
+    eps = []
+    for i in range(episodes):
+      pol = RolloutPolicy(ctx, task_id, f"{group_id}-e{i}")
+      out = pol.act(request(task_id, f"{group_id}-e{i}", prompt, [image]))
+      self.samples += pol.samples
+      eps.append(EpisodeSamples(f"{group_id}-e{i}", float(np.mean(np.asarray(out.completion_ids) < GOOD_BELOW)),
+                                pol.samples))
+    return RolloutGroup(task_id, group_id, eps)
+
+
+@pytest.mark.slow
+def test_train_rl_on_screenshot_samples_with_the_tiny_mage_vl(tmp_path):
+  """kinds with gui: batches carry patch slots, the learner runs Mage-VL on the screenshots,
+  the update moves params and the synced engine serves them."""
+  from configs import models
+  from mage_jax.rl import loop
+  from mage_jax.train import metrics as metrics_lib
+  config = tiny_rl_config(1)
+  config.model = models.get_config("mage_vl_tiny")
+  for tower in ("text", "vision"):
+    config.model[tower].update(compute_dtype="float32", param_dtype="float32", remat_policy="none",
+                               attention_backend="xla")
+  config.data.patch_budget = 32
+  config.rl.update(kinds="terminal,gui", groups_per_update=2, episodes_per_group=2, rollout_workers=1)
+  toy = ToyGuiRollouts()
+  summary = loop.train_rl(config, str(tmp_path / "rl"), rollout_fn=toy)
+  assert summary["updates"] == 1
+  assert toy.samples and all(s.images and s.prompt_ids.count(151655) == 4 for s in toy.samples)
+  row = [r for r in metrics_lib.read_metrics(str(tmp_path / "rl")) if "reward_mean" in r][0]
+  assert row["image_samples"] == row["packed_samples"] >= 4 and row["patch_fill"] > 0
+  assert row["served_version"] == 1 and np.isfinite(row["loss"])
+  # Ratio 1 at the first micro-step: the engine's log-probs are the learner's (w = 1, no truncation).
+  assert row["tis_trunc_frac"] == 0 and abs(row["mean_ratio"] - 1) < 1e-5
+
+
 @pytest.mark.slow
 def test_launch_rl_tiny_on_real_terminal_tasks(tmp_path):
   from mage_jax.agent import sandbox

@@ -65,9 +65,31 @@ def validate(config: ml_collections.ConfigDict) -> None:
       raise ConfigError(f"config.rl.{k}={rl[k]} must be >= 1")
   if rl.episodes_per_group < 2:
     raise ConfigError("config.rl.episodes_per_group must be >= 2 (group-relative advantages)")
+  kinds = set(filter(None, rl.kinds.split(",")))
+  if kinds - TASK_KINDS:
+    raise ConfigError(f"config.rl.kinds={rl.kinds!r}: unknown kinds {sorted(kinds - TASK_KINDS)}; "
+                      f"choose from {sorted(TASK_KINDS)} ('' = all)")
+  if screenshot_kinds(rl.kinds):
+    if config.model.get("arch") != "mage_vl":
+      raise ConfigError(f"config.rl.kinds={rl.kinds!r} includes screenshot tasks (gui/hybrid), which "
+                        f"need a Mage-VL model; config.model.arch is {config.model.get('arch')!r}")
+    budget = int(config.data.get("patch_budget", 0))
+    if budget < 4 or budget % 4:
+      raise ConfigError(f"config.data.patch_budget={budget}: GUI/hybrid RL batches need patch slots "
+                        "for the screenshots (a positive multiple of 4)")
   if config.init.from_dir and sft_loop.init_kind(config.init.from_dir) is None:
     raise ConfigError(f"config.init.from_dir={config.init.from_dir!r}: not a completed stage workdir "
                       "nor an HF directory")
+
+
+TASK_KINDS = {"terminal", "gui", "hybrid"}
+
+
+def screenshot_kinds(kinds: str) -> bool:
+  """Whether config.rl.kinds ('' = all) admits tasks whose prompts carry screenshots; then every
+  RL batch carries the patch keys (data.patch_budget slots), so the step compiles once."""
+  wanted = set(filter(None, kinds.split(","))) or TASK_KINDS
+  return bool(wanted & {"gui", "hybrid"})
 
 
 def build(config: ml_collections.ConfigDict, workdir: str) -> sft_loop.Trainer:
@@ -302,13 +324,16 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
   objective = obj_lib.rl_objective(obj_lib.RLLossConfig(rl.clip_eps_low, rl.clip_eps_high, rl.tis_cap),
                                    scfg.loss_chunk_size)
   rows, seq_len = config.data.batch_size, config.data.seq_len
+  with_images = screenshot_kinds(rl.kinds)
+  patch_budget = int(config.data.patch_budget) if with_images else 0
   train_step = None
   schedule = opt_lib.schedule(opt_lib.OptimizerConfig.from_config(config.optimizer, t.total_steps))
   peak, _ = metrics_lib.device_peak_tflops(config.log.peak_tflops_per_device)
   logger = metrics_lib.Logger.from_config(workdir, config, t.total_steps, peak)
+  patches = f" + {patch_budget} patches" if with_images else ""
   print(f"{config.get('name', '')}: {t.total_steps} updates of {rl.groups_per_update} groups x "
-        f"{rl.episodes_per_group} episodes, batch {rows} x {seq_len}, lag <= {rl.max_policy_lag}, "
-        f"mesh {dict(t.mesh.shape)}", flush=True)
+        f"{rl.episodes_per_group} episodes, batch {rows} x ({seq_len} tokens{patches}), "
+        f"kinds {rl.kinds or 'all'}, lag <= {rl.max_policy_lag}, mesh {dict(t.mesh.shape)}", flush=True)
   stop = sft_loop.StopSignal()
   stop.install()
   last: dict[str, float] = {}
@@ -333,7 +358,8 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
           groups.append(g)
       wait_s = time.perf_counter() - t0
       samples, flat = samples_with_advantages(groups, rl.adv_eps)
-      batch, report = pack_rl_batch(samples, rows=rows, seq_len=seq_len)
+      batch, report = pack_rl_batch(samples, rows=rows, seq_len=seq_len, patch_budget=patch_budget,
+                                    image_keys=with_images)
       trained = [samples[i] for r in report["row_samples"] for i in r]
       stats = rollout_stats(groups, trained, version, rl.max_policy_lag)
       if stats["max_staleness"] > rl.max_policy_lag:  # the drop above makes this unreachable
@@ -363,6 +389,9 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
                   packed_samples=float(report["packed"]), left_out_samples=float(report["left_out"]),
                   skipped_samples=float(sum(report["skipped"].values())),
                   truncated_prompts=float(report["truncated_prompt"]), fill=float(report["fill"]),
+                  patch_fill=float(report["patch_fill"]),
+                  image_samples=float(sum(bool(samples[i].images) for r in report["row_samples"]
+                                          for i in r)),
                   wait_seconds=wait_s, update_seconds=update_s,
                   policy_tokens_per_s=host.get("policy_tokens", 0.0) / max(update_s, 1e-9))
       if int(host.get("nonfinite", 0)) and scfg.nonfinite == "stop":

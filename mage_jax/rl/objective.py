@@ -116,7 +116,9 @@ def token_logprobs(model: Any, batch: dict[str, jax.Array], chunk_size: int) -> 
   """[B, T] fp32 log p(targets) under `model` on the policy tokens (0 where loss_mask is 0).
 
   The chunked LM head of the SFT loss (train.loss.token_stats), so [B, T, V]
-  logits never exist for long rows; logp = -nll.
+  logits never exist for long rows; logp = -nll. A batch with `patches` (GUI /
+  hybrid samples, rl.batch) runs Mage-VL's forward with the screenshots, like
+  the SFT step (train.step.model_hidden).
   """
   hidden = model_hidden(model, batch)
   stats = loss_lib.token_stats(hidden, model.lm_head_kernel(), batch["targets"],
