@@ -147,6 +147,7 @@ def tiny_rl_config(updates: int = 3):
   c.rl.update(total_updates=updates, groups_per_update=2, episodes_per_group=4, max_policy_lag=1,
               admission_window=2, rollout_workers=2, tasks="t0,t1,t2", max_tokens=6,
               group_timeout_s=300.0)
+  c.episode.context_len = c.data.seq_len - c.rl.max_tokens
   c.optimizer.learning_rate = 3e-3
   c.log.tensorboard = False
   c.checkpoint.update(every_steps=1, async_save=False)
@@ -325,3 +326,85 @@ def test_launch_rl_tiny_on_real_terminal_tasks(tmp_path):
   assert row["samples"] == row["packed_samples"] >= 8 and row["left_out_samples"] == 0
   assert row["served_version"] == 1 and row["probe_max_abs_diff"] <= 0.05
   assert (workdir / "checkpoints").is_dir() and (workdir / "final_params.meta.json").exists()
+
+
+def test_rollout_policy_rejects_an_aborted_completion():
+  client = FakeClient()
+  aborted = Completion(text="h", token_ids=[5], logprobs=[-0.5], prompt_token_ids=list(PROMPT),
+                       finish_reason="abort")
+  client.complete = lambda *a, **k: aborted
+  pol = RolloutPolicy(RolloutContext(client, lambda: 0, max_tokens=4), "t", "t-e0")
+  with pytest.raises(RolloutError, match="aborted"):
+    pol.act(request())
+  assert pol.samples == []          # a cut-off completion is never trained
+
+
+def _workers(rollout_fn, *, groups_per_update=1):
+  from mage_jax.rl.admission import AdmissionWindow
+  from mage_jax.rl.loop import RolloutWorkers
+  from mage_jax.rl.sampler import FrontierSampler
+  ctx = RolloutContext(FakeClient(), lambda: 0, max_tokens=4)
+  return RolloutWorkers(rollout_fn, ctx, FrontierSampler(["t"], seed=0), AdmissionWindow(1),
+                        groups_per_update=groups_per_update, episodes_per_group=2, num_workers=1,
+                        learner_version=0, group_prefix="x")
+
+
+def _group(task_id, group_id):
+  from mage_jax.rl.batch import RLSample
+  eps = [EpisodeSamples(f"{group_id}-e{i}", float(i), [RLSample(PROMPT, [5], [-0.5], 0.0, 0, task_id)])
+         for i in range(2)]
+  return RolloutGroup(task_id, group_id, eps)
+
+
+def test_a_failed_group_is_dropped_and_counted_and_three_in_a_row_stop_the_run():
+  from mage_jax.rl.loop import MAX_FAILED_GROUPS_IN_A_ROW
+  outcomes = iter(["fail", "ok", "fail", "fail", "fail", "ok"])
+
+  def flaky(ctx, task_id, n, group_id):
+    if next(outcomes) == "fail":
+      raise RolloutError(f"POST http://fake/v1/completions: HTTP 500 ({group_id})")
+    return _group(task_id, group_id)
+
+  workers = _workers(flaky).start()
+  try:
+    first = workers.take(30.0)                 # the group after the failed one
+    assert first.group_id == "xg00001" and workers.failed_groups >= 1
+    workers.release(1)
+    with pytest.raises(RolloutError, match="HTTP 500"):
+      workers.take(30.0)                       # three failures in a row: the engine is gone
+    assert workers.failed_groups == MAX_FAILED_GROUPS_IN_A_ROW + 1
+  finally:
+    workers.close(5.0)
+
+
+def test_take_returns_none_once_stop_is_requested():
+  release = threading.Event()
+
+  def slow(ctx, task_id, n, group_id):
+    release.wait(10.0)
+    return _group(task_id, group_id)
+
+  workers = _workers(slow).start()
+  try:
+    asked = []
+    assert workers.take(30.0, stop=lambda: asked.append(1) or len(asked) > 2) is None
+  finally:
+    release.set()
+    workers.close(5.0)
+
+
+def test_config_rejects_biased_sampling_and_rows_too_short_for_prompt_plus_completion():
+  from configs import stage5_rl
+  from mage_jax.rl import loop
+  from mage_jax.train.loop import ConfigError
+  for override, match in ((dict(temperature=0.7), "temperature"), (dict(top_p=0.9), "top_p"),
+                          (dict(task_sampling="uniform"), "frontier")):
+    c = stage5_rl.get_config("tiny")
+    c.rl.update(**override)
+    with pytest.raises(ConfigError, match=match):
+      loop.validate(c)
+  c = stage5_rl.get_config("tiny")
+  loop.validate(c)
+  c.episode.context_len = c.data.seq_len
+  with pytest.raises(ConfigError, match="exceeds config.data.seq_len"):
+    loop.validate(c)

@@ -22,7 +22,7 @@ import json
 import os
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -65,6 +65,19 @@ def validate(config: ml_collections.ConfigDict) -> None:
       raise ConfigError(f"config.rl.{k}={rl[k]} must be >= 1")
   if rl.episodes_per_group < 2:
     raise ConfigError("config.rl.episodes_per_group must be >= 2 (group-relative advantages)")
+  if rl.temperature != 1.0 or rl.top_p != 1.0:
+    # The engine's log-probs are of the processed distribution; the learner's logp_old is at
+    # temperature 1 over the full softmax, so anything else biases the importance weights.
+    raise ConfigError(f"config.rl.temperature={rl.temperature}, top_p={rl.top_p}: RL samples at "
+                      "temperature 1.0 and top_p 1.0 (the learner's log-probs are of the raw policy)")
+  if rl.task_sampling != "frontier":
+    raise ConfigError(f"config.rl.task_sampling={rl.task_sampling!r}: only 'frontier' is implemented")
+  if config.episode.context_len + rl.max_tokens > config.data.seq_len:
+    raise ConfigError(
+        f"config.episode.context_len={config.episode.context_len} + config.rl.max_tokens="
+        f"{rl.max_tokens} exceeds config.data.seq_len={config.data.seq_len}: a prompt plus its "
+        "completion must fit one learner row (else prompts are cut and logp_old is computed on "
+        "a context the engine never saw)")
   kinds = set(filter(None, rl.kinds.split(",")))
   if kinds - TASK_KINDS:
     raise ConfigError(f"config.rl.kinds={rl.kinds!r}: unknown kinds {sorted(kinds - TASK_KINDS)}; "
@@ -90,6 +103,16 @@ def screenshot_kinds(kinds: str) -> bool:
   RL batch carries the patch keys (data.patch_budget slots), so the step compiles once."""
   wanted = set(filter(None, kinds.split(","))) or TASK_KINDS
   return bool(wanted & {"gui", "hybrid"})
+
+
+MAX_FAILED_GROUPS_IN_A_ROW = 3
+
+
+def _stopped(ckpt: Any, logger: Any, version: int) -> dict:
+  ckpt.close()
+  logger.close()
+  print(f"stopped at update {version} on SIGTERM; checkpoint saved", flush=True)
+  return {"stopped": True, "updates": version}
 
 
 def build(config: ml_collections.ConfigDict, workdir: str) -> sft_loop.Trainer:
@@ -139,6 +162,8 @@ class RolloutWorkers:
     self.in_flight = 0            # groups admitted and not yet taken by the learner
     self.learner_version = learner_version
     self.error: BaseException | None = None
+    self.failed_groups = 0        # groups lost to an engine error (dropped and counted)
+    self._failures_in_a_row = 0
     self.started_groups = 0
     self.prefix = group_prefix
     self._stop = threading.Event()
@@ -168,7 +193,19 @@ class RolloutWorkers:
       task_id = self.sampler.sample(1)[0]
       try:
         group = self.rollout_fn(self.ctx, task_id, self.n, group_id)
-      except BaseException as e:  # noqa: BLE001 - handed to the learner, which raises it
+      except RolloutError as e:
+        # One slow or failed engine call must not end a days-long run: drop the group and
+        # count it; several failures in a row mean the engine is gone, and the learner raises.
+        with self.cond:
+          self.in_flight -= 1
+          self.failed_groups += 1
+          self._failures_in_a_row += 1
+          print(f"rollout group {group_id} (task {task_id!r}) dropped: {e}", flush=True)
+          if self._failures_in_a_row >= MAX_FAILED_GROUPS_IN_A_ROW:
+            self.error = self.error or e
+          self.cond.notify_all()
+        continue
+      except BaseException as e:  # noqa: BLE001 - a bug, not the engine: handed to the learner
         with self.cond:
           self.error = self.error or e
           self.in_flight -= 1
@@ -177,15 +214,19 @@ class RolloutWorkers:
       if group.episodes:
         self.sampler.update(task_id, group.rewards.tolist())
       with self.cond:
+        self._failures_in_a_row = 0
         self.queue.append(group)
         self.cond.notify_all()
 
-  def take(self, timeout_s: float) -> RolloutGroup:
-    """The oldest finished group (still in flight until `release`d); raises the first
-    worker error, or on timeout."""
+  def take(self, timeout_s: float, stop: Callable[[], bool] = lambda: False
+           ) -> RolloutGroup | None:
+    """The oldest finished group (still in flight until `release`d); None once `stop()` is
+    true; raises the first worker error, or on timeout."""
     deadline = time.monotonic() + timeout_s
     with self.cond:
       while not self.queue:
+        if stop():
+          return None
         if self.error is not None:
           raise RolloutError(f"rollout worker failed: {type(self.error).__name__}: {self.error}"
                              ) from self.error
@@ -341,13 +382,17 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
   def data_state() -> dict:
     return {"version": version, "sampler": sampler.state_dict(), "totals": dict(totals)}
 
+  restored_failed = totals["failed_groups"]
   workers.start()
   try:
     while version < t.total_steps:
       t0 = time.perf_counter()
       groups, dropped, empty = [], 0, 0
       while len(groups) < rl.groups_per_update:
-        g = workers.take(rl.group_timeout_s)
+        g = workers.take(rl.group_timeout_s, stop=lambda: stop.requested)
+        if g is None:  # SIGTERM while waiting: the state is that of the last update
+          workers.release(len(groups))
+          break
         if g.version is None:
           empty += 1
           workers.release(1)
@@ -356,6 +401,9 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
           workers.release(1)
         else:
           groups.append(g)
+      if stop.requested and len(groups) < rl.groups_per_update:
+        ckpt.save(version, state, data_state(), t.meta, force=True)
+        return _stopped(ckpt, logger, version)
       wait_s = time.perf_counter() - t0
       samples, flat = samples_with_advantages(groups, rl.adv_eps)
       batch, report = pack_rl_batch(samples, rows=rows, seq_len=seq_len, patch_budget=patch_budget,
@@ -380,11 +428,13 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
       served = _sync(client, t, state.params, weights_root, version, probe, rl)
       served_version[0] = version
       workers.set_learner_version(version)   # the sync landed: admit work at the new version
+      totals["failed_groups"] = workers.failed_groups + restored_failed
       totals.update(dropped_stale_groups=dropped, empty_groups=empty, groups=len(groups),
                     left_out_samples=report["left_out"], skipped_samples=sum(report["skipped"].values()))
       host.update(stats, version=float(version), served_version=float(served["version"]),
                   sync_seconds=served["seconds"], probe_max_abs_diff=served["probe_max_abs_diff"],
                   dropped_stale_groups=float(dropped), dropped_stale_groups_total=float(totals["dropped_stale_groups"]),
+                  failed_groups_total=float(totals["failed_groups"]),
                   empty_groups=float(empty), zero_advantage_groups=float(flat),
                   packed_samples=float(report["packed"]), left_out_samples=float(report["left_out"]),
                   skipped_samples=float(sum(report["skipped"].values())),
@@ -398,14 +448,11 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
         raise FloatingPointError(f"update {version}: non-finite loss or gradient")
       last = logger.step(version, host, flops_lib.batch_flops(t.model_cfg, batch),
                          {"lr": float(schedule(version - 1))}) or host
-      if version % config.checkpoint.every_steps == 0 or stop.requested:
-        if version < t.total_steps:
-          ckpt.save(version, state, data_state(), t.meta, force=stop.requested)
-      if stop.requested:
-        ckpt.close()
-        logger.close()
-        print(f"stopped at update {version} on SIGTERM; checkpoint saved", flush=True)
-        return {"stopped": True, "updates": version}
+      if version < t.total_steps and (version % config.checkpoint.every_steps == 0 or stop.requested):
+        ckpt.save(version, state, data_state(), t.meta, force=stop.requested)
+        if stop.requested:
+          return _stopped(ckpt, logger, version)
+      # a SIGTERM during the last update falls through to the final save below
   finally:
     stop.uninstall()
     workers.close(30.0)   # daemon threads: an engine call still running is left behind

@@ -125,6 +125,9 @@ class RolloutPolicy:
         if comp.prompt_token_ids and list(comp.prompt_token_ids) != prompt:
           raise RolloutError(f"{self.ctx.client.base_url}/completions echoed prompt_token_ids that "
                              f"differ from the {len(prompt)} ids sent (token-in/token-out broken)")
+      if comp.finish_reason == "abort":
+        raise RolloutError(f"{self.ctx.client.base_url}: the engine aborted the completion "
+                           f"(task {self.task_id!r}); a cut-off completion is not the policy's")
       if len(comp.logprobs) != len(comp.token_ids):
         raise RolloutError(f"{self.ctx.client.base_url}: {len(comp.logprobs)} log-probs returned "
                            f"for {len(comp.token_ids)} tokens")
