@@ -419,7 +419,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         from mage_jax.train import evaluation
         results = evaluation.run_all(t, state.params, config, workdir)
         logger.scalars(step, {f"eval/{k}": v for k, v in results.items()})
-      if stop.requested:
+      if stop.requested and step < t.total_steps:  # on the last step: the final save below
         last = _record(logger, pending, scfg) or last
         ckpt.close()
         logger.close()
