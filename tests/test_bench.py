@@ -125,6 +125,17 @@ def test_cpu_train_step_vs_torch_tiny(tmp_path):
   assert "| speedup ours vs torch" in results.table(rows)
 
 
+def test_rl_update_vs_sft_step_tiny():
+  from mage_jax.bench import rl_bench
+  rows, details = rl_bench.rl_update_vs_sft(lm_step.TINY, batch_size=2, seq_len=32, reps=1)
+  _check_rows(rows)
+  assert [r.name for r in rows][1] == "RL: update / SFT step" and rows[1].value > 0
+  m = details["rl_metrics"]
+  # logp_old was computed from the same params just before the step: ratio 1, a real update.
+  assert abs(m["mean_ratio"] - 1.0) < 1e-4 and m["clip_frac"] == 0.0
+  assert m["policy_tokens"] == 2 * 31 and m["update_norm"] > 0 and math.isfinite(m["loss"])
+
+
 def test_cpu_compile_times_tiny():
   from mage_jax.bench import cpu_suite
   rows, details = cpu_suite.compile_times({"tiny": (lm_step.TINY, 2, 32)})

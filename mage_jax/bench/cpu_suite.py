@@ -6,7 +6,8 @@
    with the matmul timed *inside the same interleaved loop* as the step so both
    see the same machine load;
 3. data path (read, render+pack, fill) from the data modules;
-4. compile time of the train step for the tiny and small configs.
+4. compile time of the train step for the tiny and small configs;
+5. one RL (GRPO) update vs one SFT step on the same model and batch.
 """
 from __future__ import annotations
 
@@ -143,6 +144,10 @@ def run(*, reps: int = 5, torch_compile: bool = True, with_data: bool = True,
     comp["small"] = (lm_step.SMALL, 4, 512)
   print(f"[compile times] {list(comp)} ...", flush=True)
   r, details["compile"] = compile_times(comp)
+  rows += r
+  print("[RL update vs SFT step] ...", flush=True)
+  from mage_jax.bench import rl_bench
+  r, details["rl"] = rl_bench.rl_update_vs_sft(cfg, batch_size=b, seq_len=t, reps=reps)
   rows += r
   if with_data:
     kw = (dict(read_bins=4, read_batches=2, episodes=4, fill_samples=500) if quick else

@@ -82,8 +82,10 @@ class StepRunner:
 
 def build_step(model_factory: Callable[[nnx.Rngs], nnx.Module], batch: dict[str, np.ndarray],
                *, loss_chunk_size: int = 1024, learning_rate: float = 1e-4,
-               mesh: Mesh | None = None) -> tuple[Callable[..., Any], Any, Any, dict]:
-  """(jitted step, abstract state, state shardings, device batch) on a replicated mesh."""
+               mesh: Mesh | None = None, objective: Any = None
+               ) -> tuple[Callable[..., Any], Any, Any, dict]:
+  """(jitted step, abstract state, state shardings, device batch) on a replicated mesh.
+  `objective`: the step's objective (train.step; None = SFT cross-entropy)."""
   mesh = mesh or one_device_mesh()
   ocfg = opt_lib.OptimizerConfig(learning_rate=learning_rate, warmup_steps=0, total_steps=1000,
                                  weight_decay=0.1, clip_norm=1.0)
@@ -95,7 +97,8 @@ def build_step(model_factory: Callable[[nnx.Rngs], nnx.Module], batch: dict[str,
   param_sh = jax.tree_util.tree_map(lambda _: rep, abstract.params)
   shardings = state_lib.state_shardings(tx, abstract, param_sh, mesh)
   scfg = step_lib.StepConfig(loss_chunk_size=loss_chunk_size)
-  step_fn = step_lib.jit_train_step(graphdef, rest, tx, scfg, mesh, shardings, batch)
+  step_fn = step_lib.jit_train_step(graphdef, rest, tx, scfg, mesh, shardings, batch,
+                                    objective=objective)
   device_batch = jax.device_put(batch, step_lib.batch_shardings(mesh, batch))
   return step_fn, (model_factory, tx, shardings), abstract, device_batch
 

@@ -1,0 +1,69 @@
+"""RL figures for the CPU suite: one GRPO update next to one SFT step, same model and batch.
+
+An RL update (stage 5) is the learner's logp_old forward (`rl.objective.make_logp_fn`)
+followed by the same jitted train step with the GRPO/TIS objective, so it should cost
+about one SFT step plus one forward (~4/3 of the step). The ratio is measured side by
+side in one interleaved loop, like every other row.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mage_jax.bench import lm_step, timing
+from mage_jax.bench.results import Row
+from mage_jax.models.config import Qwen3Config
+
+CMD = "python -m launch.bench --suite=cpu"
+
+
+def rl_batch(batch: dict[str, np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
+  """The SFT batch with the RL fields: every trained token is a policy token; advantage ±1
+  per row; engine log-probs near the model's (a random init is near uniform)."""
+  rng = np.random.default_rng(seed)
+  mask = batch["loss_mask"]
+  vocab_logp = -np.log(float(batch["tokens"].max()) + 1.0)
+  out = dict(batch)
+  out["advantages"] = (np.where(np.arange(mask.shape[0]) % 2, 1.0, -1.0)[:, None] * mask
+                       ).astype(np.float32)
+  out["logp_rollout"] = ((vocab_logp + 0.05 * rng.standard_normal(mask.shape)) * mask
+                         ).astype(np.float32)
+  out["logp_old"] = np.zeros_like(mask)
+  return out
+
+
+def rl_update_vs_sft(cfg: Qwen3Config, *, batch_size: int, seq_len: int, reps: int,
+                     loss_chunk_size: int = 1024) -> tuple[list[Row], dict[str, Any]]:
+  from flax import nnx
+  from mage_jax.rl import objective as obj_lib
+  from mage_jax.train import state as state_lib
+  factory = lm_step.qwen3_factory(cfg)
+  sft_batch = lm_step.packed_batch(batch_size, seq_len, None, cfg.vocab_size)
+  batch = rl_batch(sft_batch)
+  sft = lm_step.make_runner(factory, sft_batch, loss_chunk_size=loss_chunk_size)
+  objective = obj_lib.rl_objective(obj_lib.RLLossConfig(), loss_chunk_size)
+  rl = lm_step.make_runner(factory, batch, loss_chunk_size=loss_chunk_size, objective=objective)
+  graphdef, _, rest = state_lib.split_model(factory(nnx.Rngs(0)))
+  logp_fn = obj_lib.make_logp_fn(graphdef, rest, loss_chunk_size)
+
+  def rl_update():
+    rl.batch["logp_old"] = logp_fn(rl.state.params, rl.batch)
+    return rl()
+
+  times = timing.interleaved({"sft_step": sft, "rl_update": rl_update,
+                              "logp_old_forward": lambda: logp_fn(rl.state.params, rl.batch)},
+                             reps=reps, warmup=1)
+  med = {k: t.median_s for k, t in times.items()}
+  m = {k: float(np.asarray(v)) for k, v in rl.last_metrics.items()}
+  details = {"timings": {k: t.as_dict() for k, t in times.items()}, "rl_metrics": m,
+             "batch_size": batch_size, "seq_len": seq_len}
+  rows = [
+      Row("RL: GRPO update (logp_old forward + step, median)", med["rl_update"], "s", command=CMD,
+          note=f"{batch_size}x{seq_len} tokens, same model as the SFT step; "
+               f"{times['rl_update'].cpu_median_s:.3g} CPU-s"),
+      Row("RL: update / SFT step", med["rl_update"] / med["sft_step"], "x", command=CMD,
+          note=f"expected ~1.33 (one extra forward); logp_old forward alone "
+               f"{med['logp_old_forward'] / med['sft_step']:.2f}x the SFT step"),
+  ]
+  return rows, details
