@@ -341,7 +341,7 @@ def test_rollout_policy_rejects_an_aborted_completion():
 
 def _workers(rollout_fn, *, groups_per_update=1):
   from mage_jax.rl.admission import AdmissionWindow
-  from mage_jax.rl.loop import RolloutWorkers
+  from mage_jax.rl.workers import RolloutWorkers
   from mage_jax.rl.sampler import FrontierSampler
   ctx = RolloutContext(FakeClient(), lambda: 0, max_tokens=4)
   return RolloutWorkers(rollout_fn, ctx, FrontierSampler(["t"], seed=0), AdmissionWindow(1),
@@ -357,7 +357,7 @@ def _group(task_id, group_id):
 
 
 def test_a_failed_group_is_dropped_and_counted_and_three_in_a_row_stop_the_run():
-  from mage_jax.rl.loop import MAX_FAILED_GROUPS_IN_A_ROW
+  from mage_jax.rl.workers import MAX_FAILED_GROUPS_IN_A_ROW
   outcomes = iter(["fail", "ok", "fail", "fail", "fail", "ok"])
 
   def flaky(ctx, task_id, n, group_id):
