@@ -13,10 +13,10 @@ saves a checkpoint after the current update and exits 0. See docs/rl.md.
 """
 from __future__ import annotations
 
-import json
-
 from absl import app, flags, logging
 from ml_collections import config_flags
+
+from launch import shell
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Stage 5 config file[:arg].", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (auto-resumes).", required=True)
@@ -29,16 +29,10 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # Orbax logs every write at INFO
   from mage_jax.rl import loop
-  config = _CONFIG.value
-  if config is None:
-    raise app.UsageError("--config is required")
+  config = shell.require_config(_CONFIG.value)
   if _SERVER_URL.value is not None:
     config.rl.server_url = _SERVER_URL.value
-  try:
-    summary = loop.train_rl(config, _WORKDIR.value)
-  except loop.ConfigError as e:
-    raise app.UsageError(str(e)) from None
-  print(json.dumps(summary, indent=1, default=str))
+  shell.run_and_print(loop.train_rl, config, _WORKDIR.value, loop.ConfigError)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,10 @@ Multi-host: jax.distributed is initialised from SLURM variables or
 """
 from __future__ import annotations
 
-import json
-
 from absl import app, flags, logging
 from ml_collections import config_flags
+
+from launch import shell
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Stage config file[:arg].", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (auto-resumes).", required=True)
@@ -33,14 +33,7 @@ def main(argv):
   distributed.initialize(coordinator=_COORD.value, num_processes=_NPROC.value,
                          process_id=_PID.value, cpu_devices=_CPU_DEVICES.value)
   from mage_jax.train import loop
-  config = _CONFIG.value
-  if config is None:
-    raise app.UsageError("--config is required")
-  try:
-    summary = loop.train(config, _WORKDIR.value)
-  except loop.ConfigError as e:
-    raise app.UsageError(str(e)) from None
-  print(json.dumps(summary, indent=1, default=str))
+  shell.run_and_print(loop.train, _CONFIG.value, _WORKDIR.value, loop.ConfigError)
 
 
 if __name__ == "__main__":

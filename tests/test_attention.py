@@ -36,15 +36,7 @@ def _packed_case(seed=0, t=24, hq=4, hkv=2, d=16, row0=(7, 9, 5)):
   q = r.normal(size=(2, t, hq, d)).astype(np.float32)
   k = r.normal(size=(2, t, hkv, d)).astype(np.float32)
   v = r.normal(size=(2, t, hkv, d)).astype(np.float32)
-  lens = [list(row0), [t]]  # row 0: three segments then padding
-  seg = np.zeros((2, t), np.int32)
-  pos = np.zeros((2, t), np.int32)
-  for bi, ls in enumerate(lens):
-    start = 0
-    for sid, n in enumerate(ls, 1):
-      seg[bi, start:start + n] = sid
-      pos[bi, start:start + n] = np.arange(n)
-      start += n
+  seg, pos = _segments([list(row0), [t]], t)  # row 0: three segments then padding
   return q, k, v, seg, pos
 
 

@@ -115,18 +115,24 @@ def test_gui_terminal_split_is_realised_and_reported(tmp_path, synth_set, ratio)
     assert json.load(f)["realised_gui_terminal_ratio"] == pytest.approx(realised)
 
 
+def _clicked_box_pixels(ep) -> np.ndarray:
+  """Asserts the grounding click lies in meta.target_box; returns the box's inner pixels
+  (int RGB, a 3-pixel margin left out) from the step's screenshot."""
+  x0, y0, x1, y1 = ep.meta["target_box"]
+  x, y = ep.steps[0].tool_call.arguments["coordinate"]
+  assert x0 <= x <= x1 and y0 <= y <= y1
+  with Image.open(ep.image_path(ep.steps[0].observation.screenshot)) as im:
+    box = [tools.to_pixel(v, im.width if i % 2 == 0 else im.height)
+           for i, v in enumerate((x0, y0, x1, y1))]
+    return np.asarray(im.convert("RGB")).astype(int)[box[1] + 3:box[3] - 3, box[0] + 3:box[2] - 3]
+
+
 def test_grounding_click_hits_target_box(synth_set):
   out, _ = synth_set
   for ep in _episodes(out, "grounding"):
     assert ep.stage == 1 and len(ep.steps) == 1
-    x0, y0, x1, y1 = ep.meta["target_box"]
-    x, y = ep.steps[0].tool_call.arguments["coordinate"]
-    assert x0 <= x <= x1 and y0 <= y <= y1
-    # The box is drawn: most of its pixels have the button colour.
-    with Image.open(ep.image_path(ep.steps[0].observation.screenshot)) as im:
-      box = [tools.to_pixel(v, im.width if i % 2 == 0 else im.height)
-             for i, v in enumerate((x0, y0, x1, y1))]
-      crop = np.asarray(im.convert("RGB"))[box[1] + 3:box[3] - 3, box[0] + 3:box[2] - 3]
+    # The click hits the box, and the box is drawn: most of its pixels have the button colour.
+    crop = _clicked_box_pixels(ep)
     assert np.all(crop == synth.BUTTON, axis=-1).mean() > 0.5
 
 
@@ -143,12 +149,6 @@ def test_small_screens_keep_valid_coordinates_and_targets(tmp_path):
           with Image.open(ep.image_path(step.observation.screenshot)) as im:
             assert im.size == (320, 200)
   for ep in _episodes(out, "grounding"):
-    x0, y0, x1, y1 = ep.meta["target_box"]
-    x, y = ep.steps[0].tool_call.arguments["coordinate"]
-    assert x0 <= x <= x1 and y0 <= y <= y1
-    with Image.open(ep.image_path(ep.steps[0].observation.screenshot)) as im:
-      box = [tools.to_pixel(v, im.width if i % 2 == 0 else im.height)
-             for i, v in enumerate((x0, y0, x1, y1))]
-      crop = np.asarray(im.convert("RGB")).astype(int)[box[1] + 3:box[3] - 3, box[0] + 3:box[2] - 3]
+    crop = _clicked_box_pixels(ep)
     # Bicubic downscaling blurs edges, so compare colours loosely.
     assert (np.abs(crop - np.array(synth.BUTTON)).sum(-1) < 40).mean() > 0.5
