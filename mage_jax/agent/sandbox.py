@@ -65,6 +65,13 @@ class SandboxUnavailable(RuntimeError):
   """Sandboxing cannot work on this host; the harness refuses to run unsandboxed."""
 
 
+class Unreadable(OSError):
+  """A checked path exists (or may exist) but the harness cannot read it: permissions, a FIFO,
+  a device, a symlink swapped in mid-read, a dead shell. The contract of `read_file`/`list_dir`
+  (sandbox and CheckContext alike): None means *verifiably absent*; anything else that stops a
+  read raises this. Checkers score it 0, never as "absent" (it is an OSError, so `score` does)."""
+
+
 @dataclasses.dataclass
 class SandboxConfig:
   home_mb: int = 256        # tmpfs size of /home/user

@@ -34,6 +34,8 @@ TYPES = ("all", "file_text", "file_exists", "file_absent", "dir_listing", "json_
 
 
 class CheckContext(Protocol):
+  """read_file/list_dir return None only when the path is verifiably absent; a path that exists
+  but can't be read raises an OSError (sandbox.Unreadable), which scores 0."""
   terminal_outputs: list[str]
   def read_file(self, path: str) -> bytes | None: ...
   def list_dir(self, path: str) -> list[str] | None: ...
