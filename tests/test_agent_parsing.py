@@ -1,7 +1,7 @@
 """Parser: format -> parse round trip and every invalid case as a structured error."""
 import pytest
 
-from mage_jax.agent import parsing, tools
+from mage_jax.actions import parsing, schema as tools
 
 
 @pytest.mark.parametrize("name,args", [

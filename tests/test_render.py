@@ -9,7 +9,7 @@ import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from PIL import Image
 
-from mage_jax.agent import tools
+from mage_jax.actions import schema as tools
 from mage_jax.data import prompts
 from mage_jax.data import render
 from mage_jax.data import tokenizer as tok_lib

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mage_jax.agent import tools
+from mage_jax.actions import schema as tools
 from mage_jax.data import synth, trajectory
 
 

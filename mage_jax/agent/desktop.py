@@ -22,7 +22,7 @@ from Xlib import X, XK, display as xdisplay
 from Xlib.ext import xtest
 from Xlib.support import unix_connect
 
-from mage_jax.agent import tools
+from mage_jax.actions import schema as tools
 from mage_jax.agent.sandbox import Sandbox, sandbox_env
 
 # python-xlib only knows /tmp/.X11-unix/X<n>; we route private display numbers to socket paths.

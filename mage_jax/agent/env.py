@@ -19,7 +19,7 @@ from typing import Any
 
 from PIL import Image
 
-from mage_jax.agent import tools
+from mage_jax.actions import schema as tools
 from mage_jax.agent.sandbox import HOME, Sandbox, SandboxConfig, sandbox_env
 from mage_jax.agent.tasks import checkers, preparers
 from mage_jax.agent.tasks.package import TaskPackage

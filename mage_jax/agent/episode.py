@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from mage_jax.agent import parsing
+from mage_jax.actions import parsing
 from mage_jax.agent.env import Env, Observation
 from mage_jax.agent.tasks.package import TaskPackage
 from mage_jax.data import render as render_lib

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 from PIL import Image
 
-from mage_jax.agent import tools
+from mage_jax.actions import schema as tools
 from mage_jax.agent.episode import PolicyOutput, PolicyRequest
 
 

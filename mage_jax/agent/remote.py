@@ -26,7 +26,7 @@ from typing import Any
 
 from PIL import Image
 
-from mage_jax.agent import tools
+from mage_jax.actions import schema as tools
 from mage_jax.agent.env import APPS_DIR, LAYOUT_DIR, Env, Observation
 from mage_jax.agent.sandbox import HOME
 from mage_jax.agent.tasks import checkers, preparers

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 from PIL import Image
 
-from mage_jax.agent import tools
+from mage_jax.actions import schema as tools
 from mage_jax.data import trajectory as tr
 
 IMAGE_PLACEHOLDER = "<image>"

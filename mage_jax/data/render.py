@@ -26,7 +26,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from mage_jax.agent import tools
+from mage_jax.actions import schema as tools
 from mage_jax.data import images, prompts, tokenizer as tok_lib
 from mage_jax.data import trajectory as tr
 

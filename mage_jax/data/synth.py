@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from PIL import Image, ImageDraw, ImageFont
 
-from mage_jax.agent import tools
+from mage_jax.actions import schema as tools
 from mage_jax.data import trajectory as tj
 
 BG, WINDOW, TITLE, BORDER, TEXT = (236, 239, 244), (255, 255, 255), (52, 92, 160), (120, 124, 130), (20, 20, 20)

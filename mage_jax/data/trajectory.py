@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from PIL import Image
 
-from mage_jax.agent import tools
+from mage_jax.actions import schema as tools
 
 # Reason kinds (counted in reports/manifests).
 MALFORMED_JSON = "malformed_json"

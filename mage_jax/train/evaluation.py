@@ -5,7 +5,7 @@
   the jitted eval step; token-mean NLL and accuracy per source.
 - Click accuracy on grounding episodes (`eval.click_jsonl`; the paper's
   stage-1 measure): render the prompt of the episode's single step, greedy
-  generate, parse the tool call (mage_jax.agent.parsing) and count a hit when
+  generate, parse the tool call (mage_jax.actions.parsing) and count a hit when
   the predicted [x, y] (0..999 units) falls inside `meta.target_box`
   ([x0, y0, x1, y1] in the same units, inclusive).
 """
@@ -118,7 +118,7 @@ def point_in_box(point: Any, box: Any) -> bool:
 
 def predicted_click(text: str) -> list[int] | None:
   """[x, y] of a click in the model's reply, via the agent parser."""
-  from mage_jax.agent import parsing
+  from mage_jax.actions import parsing
   r = parsing.parse_response(text)
   if r.ok and r.arguments and "coordinate" in r.arguments:
     return list(r.arguments["coordinate"])

@@ -21,7 +21,7 @@ import json
 import os
 from typing import Any
 
-from mage_jax.agent import tools
+from mage_jax.actions import schema as tools
 
 KINDS = ("terminal", "gui", "hybrid")
 

@@ -158,7 +158,7 @@ def format_response(think: str, action: str, name: str, arguments: dict[str, Any
 
   The three parts, laid out exactly as the Qwen3 chat template renders an
   assistant message with `reasoning_content=think`, `content="Action: ..."` and
-  one tool call. `agent.parsing` is the inverse.
+  one tool call. `actions.parsing` is the inverse.
   """
   return ("<think>\n" + think.strip("\n") + "\n</think>\n\n" + "Action: " + action.strip()
           + "\n<tool_call>\n" + tool_call_json(name, arguments) + "\n</tool_call>")

@@ -1,4 +1,4 @@
-"""Model text -> (think, action summary, one tool call), the inverse of `tools.format_response`.
+"""Model text -> (think, action summary, one tool call), the inverse of `schema.format_response`.
 
 A policy turn is `<think>...</think>`, an `Action: ...` line and exactly one
 `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`. Anything else is
@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from mage_jax.agent import tools
+from mage_jax.actions import schema as tools
 
 _CALL_OPEN, _CALL_CLOSE = "<tool_call>", "</tool_call>"
 _THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL)
