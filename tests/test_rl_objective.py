@@ -11,12 +11,13 @@ CFG = obj.RLLossConfig(clip_eps_low=0.2, clip_eps_high=0.28, tis_cap=2.0)
 
 
 def np_advantages(r, eps):
+  """float64 reference: a group is flat when its rewards are exactly equal (then A = 0)."""
   r = np.asarray(r, np.float64)
   out = np.zeros_like(r)
   for g in range(r.shape[0]):
-    std = r[g].std()  # population std (ddof=0)
-    if std > 0:
-      out[g] = (r[g] - r[g].mean()) / (std + eps)
+    if np.all(r[g] == r[g][0]):
+      continue
+    out[g] = (r[g] - r[g].mean()) / (r[g].std() + eps)  # population std (ddof=0)
   return out
 
 
@@ -44,6 +45,19 @@ def test_group_advantages_matches_numpy_and_constant_groups_are_zero():
   assert np.all(got[1] == 0) and np.all(got[3] == 0)
   assert np.all(np.isfinite(np.asarray(obj.group_advantages(jnp.asarray(rewards), eps=0.0))))
   np.testing.assert_allclose(got[0], [1, -1, -1, 1], rtol=1e-5)   # mean .5, std .5
+
+
+def test_flat_groups_of_non_dyadic_rewards_get_exactly_zero_advantage():
+  # 2/3, 0.7, 123.456 are not exact in fp32: a float32 mean can land one rounding step off,
+  # leaving a ~1e-8 std that a `std > 0` guard lets through (+0.056 per episode, ~1 at eps=0).
+  flat = np.array([[2 / 3] * 8, [0.7] * 8, [123.456] * 8, [0.1] * 3 + [0.1] * 5], np.float32)
+  mixed = np.array([[2 / 3, 0.7, 0.7, 123.456, 2 / 3, 0.7, 0.1, 0.7]], np.float32)
+  for eps in (0.0, 1e-6):
+    got = np.asarray(obj.group_advantages(jnp.asarray(flat), eps=eps))
+    assert np.all(got == 0.0), (eps, got)
+    got_mixed = np.asarray(obj.group_advantages(jnp.asarray(mixed), eps=eps))
+    np.testing.assert_allclose(got_mixed, np_advantages(mixed, eps), rtol=1e-5, atol=1e-6)
+    assert np.all(np.isfinite(got_mixed)) and np.abs(got_mixed).max() > 0.1
 
 
 def _inputs(seed=0, b=3, t=40):
@@ -132,3 +146,22 @@ def test_denominator_is_policy_tokens_and_sums_add_over_splits():
                                float(getattr(whole, f)), rtol=1e-5)
   ref_loss = np_reference(new, old, rollout, adv, mask, CFG)[0]
   np.testing.assert_allclose(float(whole.loss / whole.denominator), ref_loss, rtol=1e-5)
+
+
+def test_loop_zero_advantage_count_is_what_the_objective_did():
+  # Groups the old np.allclose count called flat although the objective pushes them (fp32
+  # rewards that differ by one ulp), and flat groups of non-dyadic rewards.
+  from mage_jax.rl.batch import RLSample
+  from mage_jax.rl.loop import samples_with_advantages
+  from mage_jax.rl.rollouts import EpisodeSamples, RolloutGroup
+
+  def group(name, rewards):
+    eps = [EpisodeSamples("e", r, [RLSample([1], [2], [-1.0], 0.0, 0)]) for r in rewards]
+    return RolloutGroup(name, name, eps)
+  near = float(np.nextafter(np.float32(0.7), np.float32(1.0)))
+  groups = [group("flat_23", [2 / 3] * 4), group("flat_07", [0.7] * 4),
+            group("one_ulp", [0.7, 0.7, 0.7, near])]
+  samples, flat = samples_with_advantages(groups, eps=0.0)
+  adv = np.array([s.advantage for s in samples]).reshape(3, 4)
+  assert np.all(adv[:2] == 0) and np.any(adv[2] != 0)
+  assert flat == 2

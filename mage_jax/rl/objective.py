@@ -30,14 +30,18 @@ def group_advantages(rewards: jax.Array, eps: float = 1e-6) -> jax.Array:
   """rewards [G, N] (G task groups x N episodes) -> advantages [G, N].
 
   A = (r - mean_g) / (std_g + eps) with the population std (ddof=0). A group
-  whose rewards are all equal carries no signal: its advantages are 0 (also
-  with eps = 0, where the formula would give 0/0).
+  whose rewards are all equal carries no signal: its advantages are exactly 0
+  (also with eps = 0). Flatness is decided by exact equality of the rewards,
+  not by std > 0: for values not exact in fp32 (2/3, 0.7) the fp32 mean can be
+  one rounding step off, leaving a ~1e-8 std that would turn into A ~ +-1.
   """
   rewards = jnp.asarray(rewards, jnp.float32)
+  varied = jnp.any(rewards != rewards[..., :1], axis=-1, keepdims=True)
   mean = rewards.mean(axis=-1, keepdims=True)
   centered = rewards - mean
   std = jnp.sqrt(jnp.mean(jnp.square(centered), axis=-1, keepdims=True))
-  return jnp.where(std > 0, centered / (std + eps), 0.0)
+  # std > 0 as well: differences so small that their squares underflow would divide by 0.
+  return jnp.where(varied & (std > 0), centered / (std + eps), 0.0)
 
 
 def tis_weight(logp_old: jax.Array, logp_rollout: jax.Array, cap: float) -> jax.Array:
