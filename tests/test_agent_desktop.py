@@ -5,7 +5,8 @@ import time
 import pytest
 from Xlib import XK
 
-from mage_jax.agent import desktop, tools
+from mage_jax.actions import schema as tools
+from mage_jax.agent import desktop
 from mage_jax.agent.tasks.package import package_from_dict
 from tests._agent_helpers import local_env, needs_sandbox
 

@@ -9,7 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from mage_jax.agent import evaluation, tools
+from mage_jax.actions import schema as tools
+from mage_jax.agent import evaluation
 from mage_jax.agent.env import Env, Observation
 from mage_jax.agent.episode import EpisodeConfig, PolicyOutput, run_episode
 from mage_jax.agent.policies import OpenAIChatPolicy, ScriptedPolicy, prompt_to_messages
