@@ -5,9 +5,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 SYS_STAMP := .venv/.installed-sys
+ENGINE := .venv-engine
+ENGINE_STAMP := $(ENGINE)/.installed
 DEMO_DIR ?= workdirs/demo
 
-.PHONY: setup setup-test system-deps demo test bench clean
+.PHONY: setup setup-test system-deps engine demo test bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -33,8 +35,22 @@ $(SYS_STAMP): | $(BIN)/python
 	else echo "system-deps: not root or no apt-get; Xvfb/bubblewrap must already be installed"; fi
 	touch $@
 
+# The rollout engine (vLLM's CPU build) in its own venv: it pins
+# transformers<5.20. Its torchvision/torchaudio/torchcodec do not load against
+# the CPU torch, and the Mage-VL plugin (mage_vllm/) installs when present.
+$(ENGINE_STAMP): requirements-engine.txt $(wildcard mage_vllm/pyproject.toml)
+	test -x $(ENGINE)/bin/python || $(PY) -m venv $(ENGINE)
+	$(ENGINE)/bin/pip install -q --upgrade pip
+	$(ENGINE)/bin/pip install -q -r requirements-engine.txt
+	$(ENGINE)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
+	$(ENGINE)/bin/python -c "import sys, torch; sys.exit(f'engine venv has a CUDA torch ({torch.__version__}); want the CPU build' if torch.version.cuda else 0)"
+	if [ -f mage_vllm/pyproject.toml ]; then $(ENGINE)/bin/pip install -q --no-deps -e ./mage_vllm; fi
+	touch $@
+
+engine: $(ENGINE_STAMP)
+
 setup: $(STAMP) $(SYS_STAMP)
-setup-test: setup $(TEST_STAMP)
+setup-test: setup $(TEST_STAMP) $(ENGINE_STAMP)
 
 demo: setup
 	$(BIN)/python -m launch.curriculum --config=configs/mage_vl_cowork.py:tiny --workdir=$(DEMO_DIR)
@@ -47,4 +63,4 @@ bench: setup-test
 	$(BIN)/python -m launch.bench --suite=cpu
 
 clean:
-	rm -rf $(VENV) workdirs
+	rm -rf $(VENV) $(ENGINE) workdirs
