@@ -15,6 +15,9 @@ Qwen3 chat template's layout (no jinja per sample):
 
 F = full_responses, V = visual_turns. Text segments are encoded only between
 special tokens, so the result equals tokenizing the template's whole string.
+Only our own markup and the assistant turns produce control tokens: user-turn
+text (instruction, folded summaries, observation text) goes through
+`Tokenizer.literal_text` first, so `<|im_start|>` in a command's output stays text.
 Too long: drop the oldest folded lines, then the oldest screenshots (never
 o_t's), else skip the sample and count it. The target is never cut.
 """
@@ -292,7 +295,7 @@ class _EpisodeCache:
   def observation_parts(self, j: int, show_image: bool) -> list[str | np.ndarray]:
     """Content of o_j: image block (or the omitted marker), then "\\n" + text if any."""
     obs = self.ep.steps[j - 1].observation
-    text = obs.text or ""
+    text = self.r.tok.literal_text(obs.text or "")
     if obs.screenshot is None:
       return [text]
     head = self.image_block(j) if show_image else prompts.SCREENSHOT_OMITTED
@@ -301,8 +304,10 @@ class _EpisodeCache:
   def first_user(self, folded: list[tuple[int, str]], with_o1: bool, show_o1: bool) -> np.ndarray:
     key = (len(folded), with_o1, show_o1)
     if key not in self._user:
+      lit = self.r.tok.literal_text  # task text and folded summaries are not ours to trust either
       parts: list[str | np.ndarray] = [
-          "<|im_start|>user\n" + prompts.first_user_text(self.ep.instruction, folded)]
+          "<|im_start|>user\n" + prompts.first_user_text(lit(self.ep.instruction),
+                                                         [(k, lit(a)) for k, a in folded])]
       if with_o1 and not self.ep.steps[0].observation.is_empty():
         parts += ["\n\n"] + self.observation_parts(1, show_o1)
       parts.append("<|im_end|>\n")

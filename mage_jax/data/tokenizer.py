@@ -11,6 +11,7 @@ import functools
 import importlib.util
 import json
 import os
+import re
 from typing import Sequence
 
 import tokenizers
@@ -36,6 +37,10 @@ VISION_END_ID = SPECIAL_IDS["<|vision_end|>"]
 IMAGE_PAD_ID = SPECIAL_IDS["<|image_pad|>"]
 THINK_ID = SPECIAL_IDS["<think>"]
 END_THINK_ID = SPECIAL_IDS["</think>"]
+
+# Inserted after the first character of an added-token string found in environment text, so
+# the string still reads the same but no longer matches the token (docs/data.md "Literal text").
+LITERAL_BREAK = "\u200b"  # ZERO WIDTH SPACE: invisible, untouched by NFC, one UTF-8 sequence
 
 
 def default_tokenizer_dir() -> str:
@@ -69,9 +74,29 @@ class Tokenizer:
       with open(cfg_file, encoding="utf-8") as f:
         self.chat_template = json.load(f).get("chat_template")
     self.vocab_size = self._tok.get_vocab_size()
+    self.added_tokens = sorted({t.content for t in self._tok.get_added_tokens_decoder().values()},
+                               key=lambda t: (-len(t), t))
+    self._added_re = re.compile("|".join(re.escape(t) for t in self.added_tokens)) if self.added_tokens else None
 
   def encode(self, text: str) -> list[int]:
     return self._tok.encode(text, add_special_tokens=False).ids
+
+  def literal_text(self, text: str) -> str:
+    """`text` with every added/special-token string (`<|im_start|>`, `<tool_call>`, `<think>`...)
+    broken by LITERAL_BREAK after its first character, so it encodes as plain text.
+
+    Environment text (observations, tool output, task instructions) goes through this before
+    it enters any prompt: on the token route `encode` would otherwise turn it into control
+    tokens, and on the chat route the engine's tokenizer would. Repeated until no added token
+    is left, since breaking one match could in principle complete an overlapping one.
+    """
+    if self._added_re is None:
+      return text
+    while True:
+      out = self._added_re.sub(lambda m: m.group(0)[0] + LITERAL_BREAK + m.group(0)[1:], text)
+      if out == text:
+        return out
+      text = out
 
   def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
     return [e.ids for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
