@@ -1,7 +1,8 @@
 """Checkers: score in [0, 1] from the episode's final state (files, app state files, terminal output).
 
 A checker spec is a JSON object with a `type`:
-  all          {checks: [...]}                     mean of the sub-scores
+  all          {checks: [...]}                     mean of the sub-scores; a presence sub-check earns
+                                                   only beside a passing content check (below)
   file_text    {path, equals | contains | regex}   text compared after stripping whitespace
   file_exists  {path}        file_absent {path}
   dir_listing  {path, equals: [names]}            exact set of entries
@@ -13,10 +14,16 @@ A checker spec is a JSON object with a `type`:
   xlsx_chart   {path, min_charts?: 1, sheet?}
   pptx_titles  {path, titles: [..]}                slide titles in order
   pdf_pages    {path, pages}
-  terminal_contains {text}                         any bash observation contains text
+  terminal_answer {text}                           the last bash command's whole output is text
+  app_state    {path, expected}                    a built-in app's saved state is expected, and so
+                                                   was every state it saved or chose before
   python       {file, function?: "check"}          package-relative module; f(ctx) -> float
 Files are read from inside the sandbox (symlinks resolve there, never on the host).
 Checkers never raise on agent-produced content: unreadable or malformed state scores 0.
+
+No checker may be satisfiable by a policy that never reads the task (gates.no_blind_exploit runs a
+registry of such policies): an answer is one command's output, not a match anywhere in a flood; a
+choice among on-screen options counts only if nothing else was chosen; a bare file earns nothing.
 """
 from __future__ import annotations
 
@@ -29,8 +36,14 @@ import re
 from typing import Any, Callable, Protocol
 
 TYPES = ("all", "file_text", "file_exists", "file_absent", "dir_listing", "json_equals", "json_point_in", "csv_equals",
-         "xlsx_cells", "xlsx_merged", "xlsx_chart", "pptx_titles", "pdf_pages", "terminal_contains",
-         "python")
+         "xlsx_cells", "xlsx_merged", "xlsx_chart", "pptx_titles", "pdf_pages", "terminal_answer",
+         "app_state", "python")
+RETIRED = {"terminal_contains": "it matched a flood anywhere in the shell history (`seq` 'computed' 37 * 43); "
+                                "use terminal_answer (the last command's whole output)"}
+# Sub-checks any policy can satisfy without reading the task: in `all` they earn only beside a passing
+# content check (see _presence_path).
+PRESENCE_TYPES = ("file_exists", "file_absent")
+OUTPUT_TYPES = ("terminal_answer", "python")   # checkers that read the shell's output
 
 
 class CheckContext(Protocol):
@@ -43,6 +56,8 @@ class CheckContext(Protocol):
 
 def validate_spec(spec: dict[str, Any], where: str) -> None:
   t = spec.get("type")
+  if t in RETIRED:
+    raise ValueError(f"{where}: checker type {t!r} was retired: {RETIRED[t]}")
   if t not in TYPES:
     raise ValueError(f"{where}: unknown checker type {t!r}; expected one of {TYPES}")
   if t == "all":
@@ -50,9 +65,12 @@ def validate_spec(spec: dict[str, Any], where: str) -> None:
       raise ValueError(f"{where}: 'all' needs a non-empty 'checks' list")
     for i, sub in enumerate(spec["checks"]):
       validate_spec(sub, f"{where}.checks[{i}]")
-  elif t == "terminal_contains":
-    if "text" not in spec:
-      raise ValueError(f"{where}: terminal_contains needs 'text'")
+  elif t == "terminal_answer":
+    if not isinstance(spec.get("text"), str) or not spec["text"].strip():
+      raise ValueError(f"{where}: terminal_answer needs a non-empty string 'text'")
+  elif t == "app_state":
+    if "path" not in spec or not isinstance(spec.get("expected"), dict):
+      raise ValueError(f"{where}: app_state needs 'path' and an object 'expected'")
   elif t == "python":
     if "file" not in spec:
       raise ValueError(f"{where}: python checker needs 'file'")
@@ -87,10 +105,12 @@ def _sheet(wb, spec):
 def _score(ctx: CheckContext, spec: dict[str, Any], root: str | None) -> float:
   t = spec["type"]
   if t == "all":
-    scores = [score(ctx, s, root) for s in spec["checks"]]
-    return sum(scores) / len(scores)
-  if t == "terminal_contains":
-    return float(any(spec["text"] in out for out in ctx.terminal_outputs))
+    return _all(ctx, spec["checks"], root)
+  if t == "terminal_answer":
+    outs = ctx.terminal_outputs
+    return float(bool(outs) and outs[-1].strip() == spec["text"].strip())
+  if t == "app_state":
+    return _app_state(_text(ctx, spec["path"]), spec["expected"])
   if t == "python":
     path = os.path.join(root or ".", spec["file"])
     mod_spec = importlib.util.spec_from_file_location("task_checker", path)
@@ -158,6 +178,56 @@ def _score(ctx: CheckContext, spec: dict[str, Any], root: str | None) -> float:
     data = ctx.read_file(path)
     return float(data is not None and len(PdfReader(io.BytesIO(data)).pages) == spec["pages"])
   raise ValueError(f"unknown checker type {t!r}")
+
+
+def _presence_path(spec: dict[str, Any]) -> str | None:
+  """The path of a sub-check that a blind policy satisfies (a file exists or is gone, a directory is
+  empty); None for a content check."""
+  if spec["type"] in PRESENCE_TYPES or (spec["type"] == "dir_listing" and not spec["equals"]):
+    return os.path.normpath(spec["path"])
+  return None
+
+
+def _all(ctx: CheckContext, checks: list[dict[str, Any]], root: str | None) -> float:
+  """Mean of the sub-scores, where a presence sub-check earns its share only if a content check on
+  the same path passes, or (none on its path) every content check passes: presence is not progress."""
+  scores = [score(ctx, s, root) for s in checks]
+  content = {}  # path -> did every content check on it pass
+  for s, v in zip(checks, scores):
+    if _presence_path(s) is None and "path" in s:
+      p = os.path.normpath(s["path"])
+      content[p] = content.get(p, True) and v == 1.0
+  all_content = [v for s, v in zip(checks, scores) if _presence_path(s) is None]
+  earned = []
+  for s, v in zip(checks, scores):
+    p = _presence_path(s)
+    if p is not None:
+      v = v if content.get(p, bool(all_content) and min(all_content) == 1.0) else 0.0
+    earned.append(v)
+  return sum(earned) / len(earned)
+
+
+def _app_state(text: str | None, expected: dict[str, Any]) -> float:
+  """1 if the app's state (its JSON without 'events') equals `expected` and every state it recorded
+  in 'events' (each save or choice, in order) did too: "click X" means X and nothing else."""
+  data = json.loads(text) if text is not None else None
+  if not isinstance(data, dict) or not isinstance(data.get("events"), list) or not data["events"]:
+    return 0.0
+  events = data.pop("events")
+  return float(data == expected and all(isinstance(e, dict) and e.get("state") == expected for e in events))
+
+
+def reads_output(spec: dict[str, Any]) -> bool:
+  """Whether the checker reads the shell's output (python checkers may read anything)."""
+  if spec["type"] == "all":
+    return any(reads_output(s) for s in spec["checks"])
+  return spec["type"] in OUTPUT_TYPES
+
+
+def reads_files(spec: dict[str, Any]) -> bool:
+  if spec["type"] == "all":
+    return any(reads_files(s) for s in spec["checks"])
+  return spec["type"] != "terminal_answer"
 
 
 def score(ctx: CheckContext, spec: dict[str, Any], root: str | None = None) -> float:

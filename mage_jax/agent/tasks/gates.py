@@ -5,6 +5,9 @@
   initial_zero    the checker scores 0 on the untouched initial state
   reference_one   the reference solution (when present) scores 1
   near_miss_below_one  the near-miss solution (when present) scores < 1
+  no_blind_exploit     every blind exploit (tasks/exploits.py) that can touch what the checker
+                       reads scores exactly 0; a hit names the exploit's family and score, and an
+                       exploit that crashes (or an env that fails under it) is a counted gate error
 
 A failing package is rejected with the gate's name and reason. Each solution
 runs on a freshly set-up state, through the same `env.step` path as a policy:
@@ -15,15 +18,28 @@ run both gates the package and evaluates the policy.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Sequence
 
 from mage_jax.agent.env import Env, Observation
+from mage_jax.agent.tasks import checkers
+from mage_jax.agent.tasks.exploits import REGISTRY, BlindView, Exploit
 from mage_jax.agent.tasks.package import PackageError, TaskPackage, package_from_dict
 
-GATES = ("schema", "setup", "initial_zero", "reference_one", "near_miss_below_one")
+GATES = ("schema", "setup", "initial_zero", "reference_one", "near_miss_below_one", "no_blind_exploit")
+
+
+@dataclasses.dataclass
+class ExploitOutcome:
+  name: str
+  family: str
+  score: float | None = None       # None: not run (skipped, or an error stopped it)
+  skipped: str | None = None       # why it cannot touch what the checker reads
+  error: str | None = None         # the exploit or the env failed: a gate error, never a pass
+  steps: int = 0
 
 
 @dataclasses.dataclass
@@ -34,11 +50,35 @@ class GateResult:
   reason: str | None = None
   scores: dict[str, float] = dataclasses.field(default_factory=dict)
   seconds: float = 0.0
+  skills: list[str] = dataclasses.field(default_factory=list)
+  family: str | None = None        # no_blind_exploit: the family of the first exploit that scored
+  exploit_errors: int = 0          # exploits that crashed or whose env failed
+  exploits: list[ExploitOutcome] = dataclasses.field(default_factory=list)
+  exploit_seconds: float = 0.0
 
   def __str__(self) -> str:
     if self.passed:
       return f"{self.task_id}: passed {self.scores}"
     return f"{self.task_id}: REJECTED at gate {self.gate!r}: {self.reason}"
+
+  @property
+  def rejection(self) -> str | None:
+    """'gate' or 'no_blind_exploit:<family>' ('no_blind_exploit:error' for a gate error)."""
+    if self.passed:
+      return None
+    if self.gate == "no_blind_exploit":
+      return f"{self.gate}:{self.family or 'error'}"
+    return self.gate
+
+
+def rejection_counts(results: Iterable[GateResult]) -> dict[str, collections.Counter]:
+  """Per skill, how many packages each gate (and each exploit family) rejected."""
+  out: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+  for r in results:
+    if r.rejection:
+      for skill in r.skills or ["(none)"]:
+        out[skill][r.rejection] += 1
+  return dict(out)
 
 
 SETTLE_SECONDS = 0.3  # after a solution: let apps flush files written by the last click
@@ -57,15 +97,57 @@ def run_calls(env: Env, calls: list[dict[str, Any]]) -> None:
 ReferenceRunner = Callable[[Env, TaskPackage, Observation], None]
 
 
+def why_untouchable(exploit: Exploit, pkg: TaskPackage) -> str | None:
+  """Why `exploit` cannot change what the package's checker reads (None: it can)."""
+  if exploit.writes == "output" and not checkers.reads_output(pkg.checker):
+    return "the checker reads no shell output"
+  if exploit.writes == "screen" and not pkg.needs_desktop:
+    return "the task has no desktop"
+  if exploit.writes in ("files", "screen") and not checkers.reads_files(pkg.checker):
+    return "the checker reads no files"
+  return None
+
+
+def _episodes(exploits: Sequence[Exploit]) -> list[list[Exploit]]:
+  """One episode per exploit, except that a chain shares one (in registry order)."""
+  groups: dict[Any, list[Exploit]] = {}
+  for i, e in enumerate(exploits):
+    groups.setdefault(e.chain if e.chain is not None else ("alone", i), []).append(e)
+  return list(groups.values())
+
+
+def run_exploits(env: Env, pkg: TaskPackage, exploits: Sequence[Exploit]) -> list[ExploitOutcome]:
+  """Every exploit on a fresh `reset`, scored by the package's checker; skips are recorded."""
+  outcomes = {e.name: ExploitOutcome(e.name, e.family, skipped=why_untouchable(e, pkg)) for e in exploits}
+  for group in _episodes([e for e in exploits if outcomes[e.name].skipped is None]):
+    current = group[0]
+    try:
+      view = BlindView(env, pkg.instruction, env.reset(pkg))
+      for current in group:
+        before = view.steps
+        current.act(view)
+        if current.writes == "screen":
+          time.sleep(SETTLE_SECONDS)
+        outcomes[current.name].score = env.score()
+        outcomes[current.name].steps = view.steps - before
+    except Exception as e:  # noqa: BLE001 - a broken exploit or env is a gate error, never a pass
+      outcomes[current.name].error = f"{type(e).__name__}: {e}"
+      for later in group[group.index(current) + 1:]:
+        outcomes[later.name].error = f"not run: {current.name!r} failed before it in the same episode"
+  return [outcomes[e.name] for e in exploits]
+
+
 def check_package(pkg: TaskPackage | dict[str, Any], env_factory: Callable[[], Env],
-                  run_reference: ReferenceRunner | None = None) -> GateResult:
+                  run_reference: ReferenceRunner | None = None,
+                  exploits: Sequence[Exploit] | None = None) -> GateResult:
+  """Runs the gates in order; `exploits` defaults to the whole registry (tasks/exploits.py)."""
   start = time.monotonic()
   if isinstance(pkg, dict):
     try:
       pkg = package_from_dict(pkg)
     except (PackageError, ValueError) as e:
       return GateResult(str(pkg.get("id", "?")), False, "schema", str(e))
-  res = GateResult(pkg.id, True)
+  res = GateResult(pkg.id, True, skills=list(pkg.skills))
 
   def fail(gate: str, reason: str) -> GateResult:
     res.passed, res.gate, res.reason = False, gate, reason
@@ -101,6 +183,19 @@ def check_package(pkg: TaskPackage | dict[str, Any], env_factory: Callable[[], E
         return fail(gate, f"{name} solution crashed: {type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
       if not ok(s):
         return fail(gate, f"the {name} solution scores {s}")
+    t0 = time.monotonic()
+    res.exploits = run_exploits(env, pkg, REGISTRY if exploits is None else exploits)
+    res.exploit_seconds = time.monotonic() - t0
+    errors = [o for o in res.exploits if o.error]
+    hits = [o for o in res.exploits if o.score is not None and o.score != 0]
+    res.exploit_errors = len(errors)
+    if hits:
+      res.family = hits[0].family
+      return fail("no_blind_exploit", "; ".join(
+          f"blind exploit {o.name!r} (family {o.family}) scores {o.score}" for o in hits))
+    if errors:
+      return fail("no_blind_exploit", f"{len(errors)} exploit error(s): " + "; ".join(
+          f"{o.name!r} (family {o.family}): {o.error}" for o in errors))
   finally:
     env.close()
   res.seconds = time.monotonic() - start

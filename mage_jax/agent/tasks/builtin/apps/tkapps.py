@@ -7,6 +7,10 @@ fields. Every app sits at +0+0 (Xvfb has no window manager), places widgets
 on a fixed grid and keeps `/tmp/.mage_layout/<name>.json` up to date with the
 screen rectangles [x, y, w, h] of its named widgets, so reference solutions
 can click real coordinates. State is written to `out` when the user saves.
+
+JSON state keeps the app's history under "events": every save or choice, in order, with the state
+it recorded. A checker can then tell "X was chosen" from "every option was tried and X came last"
+(checkers.app_state).
 """
 import json
 import os
@@ -26,6 +30,7 @@ class App:
     self.root.geometry(f"{cfg.get('width', 640)}x{cfg.get('height', 480)}+0+0")
     self.root.option_add("*Font", FONT)
     self.widgets = {}
+    self.events = []
     self._last_layout = None
     self.y = PAD
     if cfg.get("prompt"):
@@ -62,9 +67,11 @@ class App:
       self._last_layout = layout
     self.root.after(100, self.write_layout)
 
-  def save_json(self, data):
+  def save_json(self, data, action="save"):
+    data = json.loads(json.dumps(data))  # a snapshot: later edits must not rewrite the history
+    self.events.append({"action": action, "state": data})
     with open(self.out, "w") as f:
-      json.dump(data, f, indent=1)
+      json.dump({**data, "events": self.events}, f, indent=1)
 
   def run(self):
     self.root.after(50, self.write_layout)
@@ -76,7 +83,7 @@ class Buttons(App):
   def __init__(self, cfg):
     super().__init__(cfg)
     for i, text in enumerate(cfg["buttons"]):
-      self.button(text, f"button:{text}", lambda t=text: self.save_json({"clicked": t}),
+      self.button(text, f"button:{text}", lambda t=text: self.save_json({"clicked": t}, "click"),
                   x=PAD + i * 140, advance=False)
 
 
@@ -241,7 +248,7 @@ class Picker(App):
   def choose(self):
     sel = self.listbox.curselection()
     if sel:
-      self.save_json({"chosen": self.items[sel[0]]})
+      self.save_json({"chosen": self.items[sel[0]]}, "choose")
 
   def extra_layout(self):
     return rows_layout(self.listbox, "item", self.items)
