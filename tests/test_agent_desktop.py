@@ -5,7 +5,7 @@ import time
 import pytest
 from Xlib import XK
 
-from mage_jax.actions import schema as tools
+from mage_jax.actions import keys, schema as tools
 from mage_jax.agent import desktop
 from mage_jax.agent.tasks.package import package_from_dict
 from tests._agent_helpers import local_env, needs_sandbox
@@ -13,12 +13,17 @@ from tests._agent_helpers import local_env, needs_sandbox
 
 def test_key_names():
   assert desktop.keysym_for("ctrl") == XK.string_to_keysym("Control_L")
-  assert desktop.keysym_for("Enter") == XK.string_to_keysym("Return")
+  assert desktop.keysym_for("enter") == XK.string_to_keysym("Return")
+  assert desktop.keysym_for("pageup") == XK.string_to_keysym("Prior")
   assert desktop.keysym_for("a") == ord("a")
-  assert desktop.keysym_for("F5") == XK.string_to_keysym("F5")
+  assert desktop.keysym_for("f5") == XK.string_to_keysym("F5")
   assert desktop.keysym_for("€") == 0x01000000 + ord("€")
-  with pytest.raises(ValueError):
-    desktop.keysym_for("nosuchkey")
+
+
+def test_every_canonical_key_has_an_x_keysym():
+  """Each named key of actions.keys exists in X's keysym table (a typo there would press nothing)."""
+  for name in keys.NAMED_KEYS:
+    assert desktop.keysym_for(name) != 0, name
 
 
 def _until(cond, timeout=5.0):
@@ -60,10 +65,15 @@ def test_actions_on_a_real_tk_app():
     assert env.desktop.pointer() == (0, 0)
     env.step("computer_use", {"action": "left_click", "coordinate": env.widget_coordinate("form.field:A")})
     env.step("computer_use", {"action": "type", "text": "Hi there, ünï/42"})
-    env.step("computer_use", {"action": "key", "keys": ["ctrl", "s"]})   # the form binds Ctrl+S to Save
-    assert _until(lambda: _json(env.read_file("out.json")) == {"A": "Hi there, ünï/42"}), env.read_file("out.json")
+    # the form binds Ctrl+S to Save; "ctrl+s" and "page up" raised ValueError in desktop.py before actions.keys
+    assert env.step("computer_use", {"action": "key", "keys": ["page up"]}).text is None
+    env.step("computer_use", {"action": "key", "keys": ["ctrl+s"]})
+    assert _until(lambda: (_json(env.read_file("out.json")) or {}).get("A") == "Hi there, ünï/42"), \
+        env.read_file("out.json")
     after = env.screenshot()
     assert after.tobytes() != shot.tobytes()               # the typed text is visible
+    bad = env.step("computer_use", {"action": "key", "keys": ["hyperdrive"]})
+    assert bad.text.startswith("Error: computer_use.key: unknown key name 'hyperdrive'") and bad.screenshot
     assert env.step("computer_use", {"action": "terminate", "status": "success"}).done
   finally:
     env.close()

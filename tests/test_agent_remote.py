@@ -13,6 +13,11 @@ TASKS = {p.id: p for p in builtin_packages()}
 def test_pyautogui_commands():
   assert pyautogui_command({"action": "left_click", "coordinate": [999, 0]}, 1280, 800) == "pyautogui.click(1279, 0)"
   assert pyautogui_command({"action": "key", "keys": ["ctrl", "S"]}, 10, 10) == "pyautogui.hotkey('ctrl', 's')"
+  # the local desktop's spellings (actions.keys); the old client sent 'page up' to pyautogui verbatim
+  assert pyautogui_command({"action": "key", "keys": ["ctrl+s"]}, 10, 10) == "pyautogui.hotkey('ctrl', 's')"
+  assert pyautogui_command({"action": "key", "keys": ["page up"]}, 10, 10) == "pyautogui.hotkey('pageup')"
+  assert pyautogui_command({"action": "key", "keys": ["Return"]}, 10, 10) == "pyautogui.hotkey('enter')"
+  assert pyautogui_command({"action": "key", "keys": ["cmd", "Escape"]}, 10, 10) == "pyautogui.hotkey('win', 'esc')"
   assert pyautogui_command({"action": "scroll", "pixels": -120}, 10, 10) == "pyautogui.scroll(-2)"
   assert pyautogui_command({"action": "type", "text": "a'b"}, 10, 10) == 'pyautogui.write("a\'b")'
   assert pyautogui_command({"action": "wait", "time": 1}, 10, 10) is None

@@ -12,12 +12,16 @@ import json
 import re
 from typing import Any
 
-from mage_jax.actions import schema as tools
+from mage_jax.actions import schema
 
 _CALL_OPEN, _CALL_CLOSE = "<tool_call>", "</tool_call>"
-_THINK_RE = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 _OPEN_RE = re.compile(r"(?:^|\n)[ \t]*(<tool_call>)")
-_ACTION_RE = re.compile(r"^\s*Action:\s*(.*?)\s*$", re.MULTILINE)
+# Horizontal whitespace only: `\s*` at a line start crosses newlines and is quadratic on blank lines.
+_ACTION_RE = re.compile(r"^[ \t]*Action:[ \t]*(.*?)[ \t]*$", re.MULTILINE)
+# Bounds that keep parsing linear and its messages short; a policy turn is a few thousand tokens.
+MAX_RESPONSE_CHARS = 256_000
+_MAX_REASON_CHARS = 300
 
 # Error kinds (stable strings; counted per episode).
 NO_TOOL_CALL = "no_tool_call"
@@ -25,7 +29,8 @@ MULTIPLE_TOOL_CALLS = "multiple_tool_calls"
 BROKEN_JSON = "broken_json"
 INVALID_CALL = "invalid_call"  # unknown tool/action, missing or out-of-range arguments
 TEXT_AFTER_CALL = "text_after_call"
-ERROR_KINDS = (NO_TOOL_CALL, MULTIPLE_TOOL_CALLS, BROKEN_JSON, INVALID_CALL, TEXT_AFTER_CALL)
+TOO_LONG = "too_long"  # the response exceeds MAX_RESPONSE_CHARS
+ERROR_KINDS = (NO_TOOL_CALL, MULTIPLE_TOOL_CALLS, BROKEN_JSON, INVALID_CALL, TEXT_AFTER_CALL, TOO_LONG)
 
 
 @dataclasses.dataclass
@@ -49,18 +54,30 @@ class ParseResult:
 
 
 def _fail(result: ParseResult, kind: str, reason: str) -> ParseResult:
+  if len(reason) > _MAX_REASON_CHARS:
+    reason = reason[:_MAX_REASON_CHARS] + "..."
   result.error_kind, result.error = kind, reason
   return result
+
+
+def _split_think(text: str) -> tuple[str, str]:
+  """(think body, text after </think>); ("", text) without a closed <think> block."""
+  start = text.find(_THINK_OPEN)
+  end = text.find(_THINK_CLOSE, start + len(_THINK_OPEN)) if start >= 0 else -1
+  if end < 0:
+    return "", text
+  return text[start + len(_THINK_OPEN):end].strip("\n"), text[end + len(_THINK_CLOSE):]
 
 
 def parse_response(text: str) -> ParseResult:
   """Parses one assistant turn (without `<|im_start|>assistant` / `<|im_end|>`)."""
   result = ParseResult()
+  if not isinstance(text, str):
+    return _fail(result, BROKEN_JSON, f"the response must be text, got {type(text).__name__}")
+  if len(text) > MAX_RESPONSE_CHARS:
+    return _fail(result, TOO_LONG, f"the response has {len(text)} characters; at most {MAX_RESPONSE_CHARS}")
   text = text.replace("<|im_end|>", "").replace("<|endoftext|>", "")
-  m = _THINK_RE.search(text)
-  if m:
-    result.think = m.group(1).strip("\n")
-  body = text[m.end():] if m else text
+  result.think, body = _split_think(text)
   # A JSON string can't hold a raw newline, so "<tool_call>" at a line start is a real tag even
   # when a typed text contains the literal string "<tool_call>".
   opens = [m.start(1) for m in _OPEN_RE.finditer(body)] or [m.start() for m in re.finditer(re.escape(_CALL_OPEN), body)]
@@ -86,13 +103,17 @@ def parse_response(text: str) -> ParseResult:
     call = json.loads(payload)
   except json.JSONDecodeError as e:
     return _fail(result, BROKEN_JSON, f"tool call is not valid JSON ({e.msg} at char {e.pos})")
+  except ValueError as e:  # an integer past Python's digit limit
+    return _fail(result, BROKEN_JSON, f"tool call holds an unreadable number ({e})")
+  except RecursionError:
+    return _fail(result, BROKEN_JSON, "tool call is nested too deeply")
   if not isinstance(call, dict) or "name" not in call or "arguments" not in call:
     return _fail(result, BROKEN_JSON, 'tool call must be an object with "name" and "arguments"')
   extra = set(call) - {"name", "arguments"}
   if extra:
     return _fail(result, INVALID_CALL, f"tool call has unexpected keys {sorted(extra)}")
   name, arguments = call["name"], call["arguments"]
-  reason = tools.validate_call(name, arguments) if isinstance(name, str) else f"tool name must be a string, got {name!r}"
+  reason = schema.validate_call(name, arguments) if isinstance(name, str) else f"tool name must be a string, got {type(name).__name__}"
   result.name, result.arguments = (name if isinstance(name, str) else None), arguments if isinstance(arguments, dict) else None
   if reason:
     return _fail(result, INVALID_CALL, reason)
@@ -101,4 +122,4 @@ def parse_response(text: str) -> ParseResult:
 
 def channel_of(name: str | None) -> str | None:
   """'gui' for computer_use, 'terminal' for bash."""
-  return {tools.COMPUTER_USE: "gui", tools.BASH: "terminal"}.get(name or "")
+  return {schema.COMPUTER_USE: "gui", schema.BASH: "terminal"}.get(name or "")

@@ -8,7 +8,10 @@ system turn.
 from __future__ import annotations
 
 import json
+import reprlib
 from typing import Any
+
+from mage_jax.actions import keys
 
 COMPUTER_USE = "computer_use"
 BASH = "bash"
@@ -30,6 +33,10 @@ ACTION_ARGS: dict[str, dict[str, str]] = {
 }
 ACTIONS = tuple(ACTION_ARGS)
 TERMINATE_STATUSES = ("success", "failure")
+MAX_SCROLL_PIXELS = 100_000  # 2,000 wheel clicks; the desktops cap a scroll at 50 clicks anyway
+
+_BRIEF = reprlib.Repr()  # error messages quote the model's arguments, bounded in depth and length
+_BRIEF.maxlevel, _BRIEF.maxlist, _BRIEF.maxstring, _BRIEF.maxother = 3, 4, 40, 40
 
 COMPUTER_USE_SCHEMA: dict[str, Any] = {
     "type": "function",
@@ -107,7 +114,7 @@ def tool_call_json(name: str, arguments: dict[str, Any]) -> str:
 def validate_call(name: str, arguments: Any) -> str | None:
   """Returns None if the call is valid, else a one-line reason."""
   if name not in TOOL_NAMES:
-    return f"unknown tool {name!r}; expected one of {list(TOOL_NAMES)}"
+    return f"unknown tool {_BRIEF.repr(name)}; expected one of {list(TOOL_NAMES)}"
   if not isinstance(arguments, dict):
     return f"arguments must be a JSON object, got {type(arguments).__name__}"
   if name == BASH:
@@ -116,10 +123,10 @@ def validate_call(name: str, arguments: Any) -> str | None:
       return f"bash: unexpected arguments {sorted(extra)}"
     if not isinstance(arguments.get("command"), str) or not arguments["command"].strip():
       return "bash: 'command' must be a non-empty string"
-    return None
+    return _unencodable("bash: command", arguments["command"])
   action = arguments.get("action")
-  if action not in ACTION_ARGS:
-    return f"computer_use: unknown action {action!r}; expected one of {list(ACTIONS)}"
+  if not isinstance(action, str) or action not in ACTION_ARGS:
+    return f"computer_use: unknown action {_BRIEF.repr(action)}; expected one of {list(ACTIONS)}"
   wanted = ACTION_ARGS[action]
   extra = set(arguments) - {"action"} - set(wanted)
   if extra:
@@ -132,24 +139,39 @@ def validate_call(name: str, arguments: Any) -> str | None:
     c = arguments["coordinate"]
     if (not isinstance(c, list) or len(c) != 2
         or not all(isinstance(v, int) and not isinstance(v, bool) for v in c)):
-      return f"computer_use.{action}: coordinate must be [x, y] integers, got {c!r}"
+      return f"computer_use.{action}: coordinate must be [x, y] integers, got {_BRIEF.repr(c)}"
     if not all(0 <= v <= COORD_MAX for v in c):
       return f"computer_use.{action}: coordinate {c} out of range [0, {COORD_MAX}]"
   elif action == "key":
     if not isinstance(value, list) or not value or not all(isinstance(k, str) and k for k in value):
       return "computer_use.key: keys must be a non-empty list of key names"
+    _, reason = keys.parse_keys(value)
+    if reason:
+      return f"computer_use.key: {reason}"
   elif action == "type":
     if not isinstance(value, str) or not value:
       return "computer_use.type: text must be a non-empty string"
+    return _unencodable("computer_use.type: text", value)
   elif action == "scroll":
     if not isinstance(value, int) or isinstance(value, bool) or value == 0:
       return "computer_use.scroll: pixels must be a non-zero integer"
+    if abs(value) > MAX_SCROLL_PIXELS:
+      return f"computer_use.scroll: pixels must be within ±{MAX_SCROLL_PIXELS}"
   elif action == "wait":
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 60:
       return "computer_use.wait: time must be a number of seconds in [0, 60]"
   elif action == "terminate":
     if value not in TERMINATE_STATUSES:
       return f"computer_use.terminate: status must be one of {list(TERMINATE_STATUSES)}"
+  return None
+
+
+def _unencodable(what: str, text: str) -> str | None:
+  """A reason if `text` can't be encoded as UTF-8 (a lone surrogate, e.g. JSON "\\ud800")."""
+  try:
+    text.encode("utf-8")
+  except UnicodeEncodeError as e:
+    return f"{what} holds a lone UTF-16 surrogate at char {e.start}; text must be valid Unicode"
   return None
 
 

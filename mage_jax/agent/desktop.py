@@ -22,7 +22,7 @@ from Xlib import X, XK, display as xdisplay
 from Xlib.ext import xtest
 from Xlib.support import unix_connect
 
-from mage_jax.actions import schema as tools
+from mage_jax.actions import keys, schema as tools
 from mage_jax.agent.sandbox import Sandbox, sandbox_env
 
 # python-xlib only knows /tmp/.X11-unix/X<n>; we route private display numbers to socket paths.
@@ -42,31 +42,13 @@ def _get_socket(dname, protocol, host, dno):
 
 unix_connect.get_socket = _get_socket
 
-KEY_ALIASES = {
-    "ctrl": "Control_L", "control": "Control_L", "alt": "Alt_L", "shift": "Shift_L",
-    "super": "Super_L", "win": "Super_L", "cmd": "Super_L", "meta": "Meta_L",
-    "enter": "Return", "return": "Return", "esc": "Escape", "escape": "Escape", "tab": "Tab",
-    "backspace": "BackSpace", "delete": "Delete", "del": "Delete", "space": "space",
-    "up": "Up", "down": "Down", "left": "Left", "right": "Right", "home": "Home", "end": "End",
-    "pageup": "Prior", "page_up": "Prior", "pagedown": "Next", "page_down": "Next",
-    "insert": "Insert", "capslock": "Caps_Lock",
-}
 SCROLL_PIXELS_PER_CLICK = 50  # one wheel click (button 4/5) per 50 "pixels" of the scroll action
 
 
-def keysym_for(name: str) -> int:
-  """Key name ('ctrl', 'enter', 'a', 'F5', '/') -> X keysym; raises ValueError if unknown."""
-  alias = KEY_ALIASES.get(name.lower())
-  if alias:
-    return XK.string_to_keysym(alias)
-  if len(name) == 1:
-    return _char_keysym(name)
-  sym = XK.string_to_keysym(name) or XK.string_to_keysym(name.capitalize())
-  if not sym and name[:1] in "fF" and name[1:].isdigit():
-    sym = XK.string_to_keysym("F" + name[1:])
-  if not sym:
-    raise ValueError(f"unknown key name {name!r}")
-  return sym
+def keysym_for(canonical: str) -> int:
+  """A canonical key name (`actions.keys.parse_keys`) -> X keysym."""
+  name = keys.x_keysym_name(canonical)
+  return XK.string_to_keysym(name) if name else _char_keysym(canonical)
 
 
 def _char_keysym(ch: str) -> int:
@@ -194,7 +176,11 @@ class Desktop:
     return self._spare_keycode, False
 
   def key_combo(self, names: Sequence[str]) -> None:
-    codes = [self._keycode(keysym_for(n))[0] for n in names]
+    """Presses `names` in order and releases them in reverse; ValueError names an unknown key."""
+    canonical, reason = keys.parse_keys(names)
+    if reason:
+      raise ValueError(reason)
+    codes = [self._keycode(keysym_for(n))[0] for n in canonical]
     for c in codes:
       xtest.fake_input(self.display, X.KeyPress, c)
     for c in reversed(codes):

@@ -159,7 +159,10 @@ class LocalEnv(Env):
             tools.from_pixel(min(self.config.height - 1, round(y + h / 2)), self.config.height)]
 
   def step(self, name: str, arguments: dict[str, Any]) -> Observation:
-    """Executes one *validated* call (see parsing); terminal text and/or a screenshot."""
+    """Executes one call; an invalid one gets an error observation; terminal text and/or a screenshot."""
+    reason = tools.validate_call(name, arguments)  # the parser validated it; a caller may not have
+    if reason:
+      return Observation(text=f"Error: {reason}", screenshot=self.screenshot())
     if name == tools.BASH:
       result = self.shell.run(arguments["command"])
       text = result.observation()

@@ -26,7 +26,7 @@ from typing import Any
 
 from PIL import Image
 
-from mage_jax.actions import schema as tools
+from mage_jax.actions import keys, schema as tools
 from mage_jax.agent.env import APPS_DIR, LAYOUT_DIR, Env, Observation
 from mage_jax.agent.sandbox import HOME
 from mage_jax.agent.tasks import checkers, preparers
@@ -48,7 +48,10 @@ def pyautogui_command(arguments: dict[str, Any], width: int, height: int) -> str
   if a == "left_click_drag":
     return f"pyautogui.dragTo({x}, {y}, duration=0.5, button='left')"
   if a == "key":
-    return "pyautogui.hotkey(" + ", ".join(repr(k.lower()) for k in arguments["keys"]) + ")"
+    names, reason = keys.parse_keys(arguments["keys"])
+    if reason:
+      raise ValueError(reason)
+    return "pyautogui.hotkey(" + ", ".join(repr(keys.pyautogui_name(k)) for k in names) + ")"
   if a == "type":
     return f"pyautogui.write({arguments['text']!r})"
   if a == "scroll":
@@ -125,6 +128,9 @@ class RemoteEnv(Env):
     self.task = None
 
   def step(self, name: str, arguments: dict[str, Any]) -> Observation:
+    reason = tools.validate_call(name, arguments)  # the parser validated it; a caller may not have
+    if reason:
+      return Observation(text=f"Error: {reason}", screenshot=self.screenshot())
     if name == tools.BASH:
       script = (f"cd {json.dumps(self.cwd)} 2>/dev/null\n{arguments['command']}\n__rc=$?\n"
                 f"printf '\\n{_CWD_MARK}%s\\n' \"$(pwd)\"\nexit $__rc")

@@ -20,7 +20,9 @@ _ALIASES = {"ctrl": "Control_L", "alt": "Alt_L", "shift": "Shift_L", "win": "Sup
             "enter": "Return", "return": "Return", "esc": "Escape", "escape": "Escape", "tab": "Tab",
             "backspace": "BackSpace", "delete": "Delete", "del": "Delete", "space": "space", "up": "Up",
             "down": "Down", "left": "Left", "right": "Right", "home": "Home", "end": "End",
-            "pageup": "Prior", "pagedown": "Next", "insert": "Insert"}
+            "pageup": "Prior", "pagedown": "Next", "insert": "Insert", "capslock": "Caps_Lock",
+            "printscreen": "Print", "numlock": "Num_Lock", "scrolllock": "Scroll_Lock", "pause": "Pause",
+            "apps": "Menu"}  # every name mage_jax.actions.keys.pyautogui_name emits
 
 
 def size():
