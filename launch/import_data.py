@@ -13,7 +13,8 @@ original files, --images=copy copies them to <out folder>/images/ (keeping their
 path under the image root) so the output folder is self-contained.
 
 Bad records are skipped, never fatal: each is printed as file:line: kind: reason
-and listed with counts by kind in the report (--report, default
+(bytes that are not UTF-8, malformed or over-deep JSON, NaN, invalid fields, a
+repeated id; docs/data.md) and listed with counts by kind in the report (--report, default
 <out without .jsonl>.import_report.json). Exit status 1 only if nothing was imported.
 """
 from __future__ import annotations
@@ -79,7 +80,7 @@ class _ImageCopier:
 
 
 def _count_records(path: str) -> int:
-  with open(path, encoding="utf-8") as f:
+  with open(path, "rb") as f:  # bytes: a line that is not UTF-8 is counted here, skipped later
     return sum(1 for line in f if line.strip())
 
 

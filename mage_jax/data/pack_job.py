@@ -9,7 +9,8 @@ workers > 1, in this process when workers == 1), packed with windowed
 best-fit-decreasing under the token and patch budgets, and written to
 <out_dir>/<name>/shard-*.array_record. <out_dir>/manifest.json holds counts of
 episodes, samples and bins, token and patch fill, skipped items by reason
-(reading, rendering, packing) and per-source counts. Optionally the last N
+(reading, rendering, packing) and per-source counts. An episode id is packed once
+across all sources; a repeat is a `duplicate_id` read skip naming both places. Optionally the last N
 episodes of each source are held out whole into a separate folder.
 
 The pool uses `spawn`, never `fork`: a caller such as the trainer already runs
@@ -122,10 +123,11 @@ def pack(data, out_dir: str, workers: int = 0, heldout_dir: str = "",
     # spawn, not fork: the caller may already run JAX threads (fork could deadlock).
     pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_init_worker,
                                                      initargs=initargs)
+  first_seen: dict[str, str] = {}  # episode id -> file:line, shared so an id is packed once
   with pool:
     for sid, name in enumerate(names):
       paths = [p for p in str(data.sources[name].paths).split(",") if p]
-      read_report = trajectory.ReadReport()
+      read_report = trajectory.ReadReport(first_seen=first_seen)
       episodes = list(trajectory.read_all(paths, report=read_report))
       skipped["read"].update(read_report.skipped)
       skipped_items += [str(s) for s in read_report.skipped_items]

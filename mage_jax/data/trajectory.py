@@ -7,15 +7,19 @@ o_t: `think`, the one-line `Action:` summary and exactly one tool call. So the
 observation that results from a_t is o_{t+1}, stored on the next step.
 
 `read_episodes` never raises on bad data: every line that cannot become a
-valid Episode is yielded as a `SkippedItem` naming file:line, a reason kind
-(for counting) and a human-readable reason.
+valid Episode (bytes that are not UTF-8, malformed or over-deep JSON, NaN, a
+bad field, a repeated episode id) is yielded as a `SkippedItem` naming
+file:line, a reason kind (for counting) and a human-readable reason, and the
+lines after it are still read.
 """
 from __future__ import annotations
 
 import collections
 import dataclasses
 import json
+import math
 import os
+import re
 from typing import Any, Callable, Iterable, Iterator
 
 from PIL import Image
@@ -30,6 +34,15 @@ UNKNOWN_TOOL = "unknown_tool"
 INVALID_ARGUMENTS = "invalid_arguments"
 MISSING_IMAGE = "missing_image"
 UNREADABLE_IMAGE = "unreadable_image"
+INVALID_UTF8 = "invalid_utf8"
+TOO_DEEP = "too_deep"
+DUPLICATE_ID = "duplicate_id"
+
+# Deeper records are skipped: no episode or chat record needs more than ~10 levels, and
+# unbounded depth is what exhausts the recursion limit (in json, then in anything that walks it).
+MAX_JSON_DEPTH = 64
+_BOM = "\ufeff"
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")  # how errors="surrogateescape" reads a non-UTF-8 byte
 
 # How eagerly `read_episodes` checks screenshots.
 IMAGE_CHECKS = ("verify", "exists", "none")
@@ -109,10 +122,15 @@ class SkippedItem:
 
 @dataclasses.dataclass
 class ReadReport:
-  """Counts for one pass over trajectory files; merged into pack manifests."""
+  """Counts for one pass over trajectory files; merged into pack manifests.
+
+  `first_seen` maps each accepted episode id to its "file:line"; reports that share one
+  dict reject an id repeated anywhere across them (a pack shares it over all sources).
+  """
   episodes: int = 0
   skipped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   skipped_items: list[SkippedItem] = dataclasses.field(default_factory=list)
+  first_seen: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
 
   def add(self, item: "Episode | SkippedItem") -> None:
     if isinstance(item, SkippedItem):
@@ -207,8 +225,9 @@ def episode_from_dict(d: Any, root: str = "") -> Episode:
   if outcome not in (None, "success", "failure"):
     raise EpisodeError(INVALID_FIELD, f"outcome: expected 'success', 'failure' or null, got {outcome!r}")
   reward = d.get("reward")
-  if reward is not None and (not isinstance(reward, (int, float)) or isinstance(reward, bool)):
-    raise EpisodeError(INVALID_FIELD, f"reward: expected a number or null, got {reward!r}")
+  if reward is not None and (not isinstance(reward, (int, float)) or isinstance(reward, bool)
+                             or not math.isfinite(reward)):
+    raise EpisodeError(INVALID_FIELD, f"reward: expected a finite number or null, got {reward!r}")
   stage = d.get("stage", 0)
   if not isinstance(stage, int) or isinstance(stage, bool):
     raise EpisodeError(INVALID_FIELD, f"stage: expected an int, got {stage!r}")
@@ -302,45 +321,116 @@ def episode_to_dict(ep: Episode, root: str | None = None) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- files
 
 
-def convert_jsonl(path: str, convert: Callable[[Any, int], Episode],
-                  image_check: str = "verify") -> Iterator[Episode | SkippedItem]:
+def _field_name(path: tuple) -> str:
+  out = ""
+  for k in path:
+    out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else str(k))
+  return out or "(the record)"
+
+
+def _unencodable(text: str) -> int | None:
+  """Index of a lone surrogate (from a JSON escape such as "\\ud800"), which UTF-8 cannot hold."""
+  if text.isascii():
+    return None
+  try:
+    text.encode("utf-8")
+  except UnicodeEncodeError as e:
+    return e.start
+  return None
+
+
+def _json_problem(value: Any) -> tuple[str, str] | None:
+  """(kind, reason naming the field) for what parsed JSON may hold but an episode must not:
+  nesting deeper than MAX_JSON_DEPTH, NaN/Infinity, strings that are not valid Unicode."""
+  stack = [(value, ())]
+  while stack:
+    v, path = stack.pop()
+    if isinstance(v, float) and not math.isfinite(v):
+      return INVALID_FIELD, f"{_field_name(path)}: {v} is not a finite number"
+    if isinstance(v, str):
+      at = _unencodable(v)
+      if at is not None:
+        return INVALID_FIELD, (f"{_field_name(path)}: lone surrogate {v[at]!r} at index {at} "
+                               "is not valid Unicode")
+    elif isinstance(v, (dict, list)):
+      if len(path) >= MAX_JSON_DEPTH:
+        return TOO_DEEP, f"{_field_name(path[:3])}...: nested deeper than {MAX_JSON_DEPTH} levels"
+      for k, x in (v.items() if isinstance(v, dict) else enumerate(v)):
+        if isinstance(k, str) and _unencodable(k) is not None:
+          return INVALID_FIELD, f"{_field_name(path)}: a key holds a lone surrogate (not valid Unicode)"
+        stack.append((x, path + (k,)))
+  return None
+
+
+def _parse_line(line: str) -> tuple[Any, tuple[str, str] | None]:
+  """(record, None) or (None, (kind, reason)) for one line read with surrogateescape."""
+  bad = _ESCAPED_BYTE.search(line)
+  if bad:
+    byte = ord(bad.group()) - 0xDC00
+    return None, (INVALID_UTF8, f"byte 0x{byte:02x} at column {bad.start() + 1} is not valid UTF-8")
+  try:
+    d = json.loads(line)
+  except json.JSONDecodeError as e:
+    return None, (MALFORMED_JSON, f"{e.msg} at column {e.colno}")
+  except RecursionError:
+    return None, (TOO_DEEP, "JSON nested too deeply to parse")
+  except ValueError as e:  # e.g. an integer literal past sys.get_int_max_str_digits()
+    return None, (MALFORMED_JSON, str(e).split(";")[0])
+  return d, _json_problem(d)
+
+
+def convert_jsonl(path: str, convert: Callable[[Any, int], Episode], image_check: str = "verify",
+                  first_seen: dict[str, str] | None = None) -> Iterator[Episode | SkippedItem]:
   """Yields each non-blank line of a JSONL file converted by `convert(record, lineno)`,
-  or a SkippedItem (file:line, kind, reason) for malformed JSON or an EpisodeError."""
-  with open(path, encoding="utf-8") as f:
+  or a SkippedItem (file:line, kind, reason) for a line that is not UTF-8, malformed or
+  over-deep JSON, an EpisodeError, or an episode id already in `first_seen` (id ->
+  "file:line"; default: a fresh dict, so ids are unique within the file). A UTF-8 byte
+  order mark at the start of a line is dropped."""
+  first_seen = {} if first_seen is None else first_seen
+  with open(path, encoding="utf-8", errors="surrogateescape") as f:
     for lineno, line in enumerate(f, start=1):
+      line = line.removeprefix(_BOM)
       if not line.strip():
         continue
-      try:
-        d = json.loads(line)
-      except json.JSONDecodeError as e:
-        yield SkippedItem(path, lineno, MALFORMED_JSON, f"{e.msg} at column {e.colno}")
+      d, problem = _parse_line(line)
+      ep_id = str(d["id"]) if isinstance(d, dict) and isinstance(d.get("id"), (str, int)) else None
+      if problem is not None:
+        yield SkippedItem(path, lineno, *problem, ep_id)
         continue
       try:
         ep = convert(d, lineno)
         check_images(ep, image_check)
       except EpisodeError as e:
-        ep_id = str(d["id"]) if isinstance(d, dict) and "id" in d else None
         yield SkippedItem(path, lineno, e.kind, e.reason, ep_id)
         continue
+      if ep.id in first_seen:
+        yield SkippedItem(path, lineno, DUPLICATE_ID,
+                          f"id: {ep.id!r} is already used by {first_seen[ep.id]}", ep.id)
+        continue
+      first_seen[ep.id] = f"{path}:{lineno}"
       yield ep
 
 
-def read_episodes(path: str, image_check: str = "verify") -> Iterator[Episode | SkippedItem]:
+def read_episodes(path: str, image_check: str = "verify",
+                  first_seen: dict[str, str] | None = None) -> Iterator[Episode | SkippedItem]:
   """Yields each line of a JSONL file as an Episode or a SkippedItem (file:line, kind, reason).
 
   Blank lines are ignored. Screenshots are checked eagerly per `image_check`:
   "verify" (exists and Pillow can parse it; the default), "exists", or "none"
   (the renderer still skips a sample whose image fails to load, with a reason).
+  An id already in `first_seen` (default: earlier in this file) is a `duplicate_id` skip.
   """
   root = os.path.dirname(os.path.abspath(path))
-  return convert_jsonl(path, lambda d, _: episode_from_dict(d, root), image_check)
+  return convert_jsonl(path, lambda d, _: episode_from_dict(d, root), image_check, first_seen)
 
 
 def read_all(paths: Iterable[str], image_check: str = "verify",
              report: ReadReport | None = None) -> Iterator[Episode]:
-  """Episodes from several files; skipped items go into `report` (if given)."""
+  """Episodes from several files; skipped items go into `report` (if given). An episode id
+  is accepted once across all the files (and across reports sharing `first_seen`)."""
+  first_seen = report.first_seen if report is not None else {}
   for p in paths:
-    for item in read_episodes(p, image_check):
+    for item in read_episodes(p, image_check, first_seen):
       if report is not None:
         report.add(item)
       if isinstance(item, Episode):
