@@ -1,12 +1,34 @@
 """The episode's persistent bash shell (the `bash` tool), running inside the sandbox.
 
-The shell reads NUL-terminated commands from fd 3 and `eval`s each in the
-same process, so cwd, variables and functions persist; the command's stdin is
-/dev/null so it can't swallow later commands. After each command the loop
-prints a random end marker with the exit status. A command that outlives its
-timeout has its process tree killed; if the shell itself is stuck (a builtin
-loop) or has exited, it is restarted and the observation says state was lost.
-Output beyond `max_output` bytes is dropped (still drained) and a marker added.
+The shell reads NUL-terminated (nonce, command) records from fd 3 and `eval`s
+each command in the same process, so cwd, variables and functions persist; the
+command's stdin is /dev/null so it can't swallow later commands, and fd 3 is
+closed while it runs (`exec 3<&-` in a command can't cut the loop's channel).
+
+Framing. Around each command the loop prints a begin and an end marker that
+carry a fresh random nonce, chosen by the harness when it sends the command.
+The observation is the text between the two. A command runs in the loop's own
+process and can read its nonce, so it can forge its own end marker: that cuts
+short only its own observation. It can't know the next command's nonce, so
+whatever it prints after the forged marker lands before the next begin marker
+and is dropped there: the next observation is never stale. If the next begin
+marker doesn't come promptly, the forging command is still running: the shell
+is restarted and the next command runs in the fresh one.
+
+Crashes. A command that kills the shell (`exit`, `kill -9 $$`, `kill -9 -1`)
+gets an observation saying the shell was restarted and state was lost; a
+command that never started because the shell had died is run in the restarted
+shell. If the whole sandbox is gone the shell reports that on every later call
+instead of raising: what the workload does to its environment is the policy's
+outcome, never a harness error. A command that outlives its timeout has its
+process tree killed; if the shell itself is stuck (a builtin loop) it is
+restarted. Output beyond `max_output` bytes is dropped (still drained) and a
+note added; past `flood_bytes` the command is killed.
+
+Not guaranteed: a command that keeps running in the loop's own process after
+forging its end marker, and reads the loop's saved command channel, can take
+the next command and print an observation for it. It runs with the loop's
+uid in the loop's process; only a separate uid would stop that.
 """
 from __future__ import annotations
 
@@ -17,16 +39,20 @@ import select
 import subprocess
 import time
 
-from mage_jax.agent.sandbox import Sandbox, kill_tree, sandbox_env
+from mage_jax.agent.sandbox import Sandbox, descendants, kill_tree, sandbox_env
 
 _LOOP = r'''
 exec 3<&0 </dev/null 2>&1
 cd "$HOME"
-while IFS= read -r -d '' -u 3 __mage_cmd; do
-  eval "$__mage_cmd"
-  printf '\n%s %d\n' "$__MAGE_MARK" "$?"
+while IFS= builtin read -r -d '' -u 3 __mage_id && IFS= builtin read -r -d '' -u 3 __mage_cmd; do
+  builtin printf '\n__MAGE_BEGIN_%s\n' "$__mage_id"
+  builtin eval "$__mage_cmd" 3<&-
+  builtin printf '\n__MAGE_END_%s %d\n' "$__mage_id" "$?"
 done
 '''
+BEGIN_GRACE = 5.0   # s for the loop to print a begin marker; it does so as soon as it reads
+KILL_GRACE = 1.0    # s for the loop's end marker after the command's processes were killed
+_LOST_NOTE = "[the sandbox is gone: a command killed every process of the episode; nothing more runs]"
 
 
 @dataclasses.dataclass
@@ -37,6 +63,7 @@ class ShellResult:
   truncated: bool = False
   restarted: bool = False
   flooded: bool = False
+  sandbox_lost: bool = False   # the sandbox died (e.g. `kill -9 -1`): no shell can run any more
 
   def observation(self) -> str:
     """The text the policy sees."""
@@ -47,11 +74,51 @@ class ShellResult:
       text += "\n[output flood: the command was killed]"
     if self.timed_out:
       text += "\n[command timed out and was killed]"
-    if self.restarted:
+    if self.sandbox_lost:
+      text += "\n" + _LOST_NOTE
+    elif self.restarted:
       text += "\n[the shell was restarted; its working directory and variables were reset]"
     if self.exit_code not in (0, None):
       text += f"\n[exit code {self.exit_code}]"
     return text.strip("\n") or "[no output]"
+
+
+@dataclasses.dataclass
+class _Exchange:
+  """One command's framing state: what was read, and what the loop said."""
+  begin: bytes
+  end: bytes
+  began: bool = False
+  exit_code: int | None = None
+  kept: bytearray = dataclasses.field(default_factory=bytearray)
+  total: int = 0
+  buf: bytes = b""
+
+  def feed(self, chunk: bytes, max_output: int) -> bool:
+    """Consumes output; True once the end marker (with its exit status line) has been read."""
+    self.buf += chunk
+    if not self.began:
+      i = self.buf.find(self.begin)
+      if i < 0:  # whatever precedes our begin marker is an earlier command's tail: drop it
+        self.buf = self.buf[-(len(self.begin) - 1):]
+        return False
+      self.began, self.buf = True, self.buf[i + len(self.begin):]
+    i = self.buf.find(self.end)
+    line_end = self.buf.find(b"\n", i + len(self.end)) if i >= 0 else -1
+    if line_end >= 0:
+      status = self.buf[i + len(self.end):line_end]
+      self.exit_code = int(status) if status.lstrip(b"-").isdigit() and len(status) < 12 else -1
+      self._keep(self.buf[:i], max_output)
+      self.buf = b""
+      return True
+    hold = len(self.end) + 24  # may hold a partial end marker and its status
+    self._keep(self.buf[:-hold], max_output)
+    self.buf = self.buf[-hold:]
+    return False
+
+  def _keep(self, body: bytes, max_output: int) -> None:
+    self.kept += body[:max(max_output - len(self.kept), 0)]
+    self.total += len(body)
 
 
 class PersistentShell:
@@ -62,13 +129,19 @@ class PersistentShell:
     self._proc: subprocess.Popen | None = None
     self._start()
 
-  def _start(self) -> None:
-    self._mark = "__MAGE_END_" + secrets.token_hex(8)
-    env = sandbox_env(self.display)
-    env["__MAGE_MARK"] = self._mark
-    self._proc = self.sandbox.spawn(["/bin/bash", "--noprofile", "--norc", "-c", _LOOP], env=env,
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, bufsize=0)
+  def _start(self) -> bool:
+    """Starts the loop; False if the sandbox is gone."""
+    if not self.sandbox.alive():
+      return False
+    try:
+      self.sandbox.restore_home()  # after `chmod 000 ~` no later shell could start in it
+      self._proc = self.sandbox.spawn(["/bin/bash", "--noprofile", "--norc", "-c", _LOOP],
+                                      env=sandbox_env(self.display), stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0)
+    except (RuntimeError, OSError):  # closed between the check and the spawn
+      return False
+    os.set_blocking(self._proc.stdin.fileno(), False)
+    return True
 
   def _stop(self) -> None:
     if self._proc is not None:
@@ -78,6 +151,10 @@ class PersistentShell:
         s.close()
       self._proc = None
 
+  def _restart(self) -> bool:
+    self._stop()
+    return self._start()
+
   def close(self) -> None:
     self._stop()
 
@@ -85,89 +162,92 @@ class PersistentShell:
     timeout = self.timeout if timeout is None else timeout
     if "\0" in command:
       return ShellResult("error: the command contains a NUL byte", None)
+    try:
+      payload = command.encode()
+    except UnicodeEncodeError as e:
+      return ShellResult(f"error: the command is not valid Unicode (lone surrogate at char {e.start})", None)
     restarted = False
     if self._proc is None or self._proc.poll() is not None:
-      self._stop()
-      self._start()
       restarted = True
-    try:
-      self._proc.stdin.write(command.encode() + b"\0")
-    except BrokenPipeError:
-      self._stop()
-      self._start()
-      self._proc.stdin.write(command.encode() + b"\0")
+      if not self._restart():
+        return ShellResult("", None, restarted=True, sandbox_lost=True)
+    for attempt in range(2):
+      nonce = secrets.token_hex(16).encode()
+      ex = _Exchange(b"\n__MAGE_BEGIN_" + nonce + b"\n", b"\n__MAGE_END_" + nonce + b" ")
+      outcome = self._exchange(ex, nonce + b"\0" + payload + b"\0", timeout)
+      if outcome in ("done", "timeout", "flood") or ex.began:  # a command that began is never rerun
+        break
+      # The loop never began this command: it died before reading it ("eof"), or an earlier
+      # command that forged its end marker is still running ("busy"). Either way it hasn't run.
       restarted = True
-    kept, total, tail = bytearray(), 0, b""
-    marker = ("\n" + self._mark + " ").encode()
-    deadline = time.monotonic() + timeout
-    fd = self._proc.stdout.fileno()
-    exit_code, timed_out, flooded = None, False, False
-    while True:
-      left = deadline - time.monotonic()
-      if left <= 0:
-        timed_out = True
+      if attempt or not self._restart():
         break
-      if total > self.flood_bytes:
-        flooded = True
-        break
-      ready, _, _ = select.select([fd], [], [], min(left, 0.5))
-      if not ready:
-        continue
-      chunk = os.read(fd, 1 << 16)
-      if not chunk:  # the shell exited (e.g. `exit`)
-        break
-      buf = tail + chunk
-      idx = buf.find(marker)
-      if idx >= 0 and buf.find(b"\n", idx + len(marker)) >= 0:
-        line_end = buf.find(b"\n", idx + len(marker))
-        exit_code = int(buf[idx + len(marker):line_end] or -1)
-        body = buf[:idx]
-        room = self.max_output - len(kept)
-        kept += body[:max(room, 0)]
-        total += len(body)
-        break
-      # Keep a tail that may hold a partial marker; everything before it is output.
-      keep_back = len(marker) + 24
-      body, tail = buf[:-keep_back], buf[-keep_back:]
-      room = self.max_output - len(kept)
-      kept += body[:max(room, 0)]
-      total += len(body)
+    timed_out, flooded = outcome == "timeout", outcome == "flood"
     if timed_out or flooded:
-      # Kill what the command started; if the shell itself is busy (builtin loop), restart it.
-      bash_pid = _shell_pid(self._proc.pid)
-      if bash_pid is not None:
-        kill_tree(bash_pid, include_self=False)
-      if bash_pid is None or not self._drain_to_marker(fd, 1.0):
-        self._stop()
-        self._start()
-        restarted = True
-    elif exit_code is None:  # EOF: the shell exited
-      self._stop()
-      self._start()
+      restarted |= self._kill_command(ex)
+    elif outcome != "done":  # EOF mid-command (the command took the shell down), or still busy
+      self._restart()
       restarted = True
-    return ShellResult(kept.decode(errors="replace"), exit_code, timed_out, total > self.max_output, restarted,
-                       flooded)
+    lost = not self.sandbox.alive()
+    return ShellResult(ex.kept.decode(errors="replace"), ex.exit_code, timed_out, ex.total > self.max_output,
+                       restarted or lost, flooded, lost)
 
-  def _drain_to_marker(self, fd: int, wait: float) -> bool:
+  def _exchange(self, ex: _Exchange, record: bytes, timeout: float) -> str:
+    """Sends `record` and reads until its end marker: 'done' | 'timeout' | 'flood' | 'eof' | 'busy'."""
+    start = time.monotonic()
+    deadline = start + timeout
+    out_fd, in_fd = self._proc.stdout.fileno(), self._proc.stdin.fileno()
+    pending = record
+    while True:
+      now = time.monotonic()
+      if not ex.began and now - start > min(BEGIN_GRACE, timeout):
+        return "busy"
+      if now >= deadline:
+        return "timeout"
+      if ex.total > self.flood_bytes:
+        return "flood"
+      ready, writable, _ = select.select([out_fd], [in_fd] if pending else [], [], min(deadline - now, 0.5))
+      if writable:
+        try:
+          pending = pending[os.write(in_fd, pending):]
+        except BrokenPipeError:
+          return "eof"
+        except BlockingIOError:
+          pass
+      if ready:
+        chunk = os.read(out_fd, 1 << 16)
+        if not chunk:
+          return "eof"
+        if ex.feed(chunk, self.max_output):
+          return "done"
+
+  def _kill_command(self, ex: _Exchange) -> bool:
+    """Kills what the command started; True if the shell itself had to be restarted."""
+    bash_pid = _shell_pid(self._proc.pid)
+    if bash_pid is not None:
+      kill_tree(bash_pid, include_self=False)
+      if ex.began and self._wait_for_end(ex):
+        return False
+    self._restart()
+    return True
+
+  def _wait_for_end(self, ex: _Exchange) -> bool:
     """After a kill, waits briefly for the loop's end marker (the shell survived)."""
-    deadline, buf = time.monotonic() + wait, b""
-    marker = ("\n" + self._mark + " ").encode()
+    deadline, fd = time.monotonic() + KILL_GRACE, self._proc.stdout.fileno()
+    sink = _Exchange(ex.begin, ex.end, began=True)  # output after the kill is not shown
     while time.monotonic() < deadline:
       ready, _, _ = select.select([fd], [], [], 0.1)
       if ready:
         chunk = os.read(fd, 1 << 16)
         if not chunk:
           return False
-        buf = (buf + chunk)[-4096:]
-        i = buf.find(marker)
-        if i >= 0 and buf.find(b"\n", i + len(marker)) >= 0:
+        if sink.feed(chunk, 0):
           return True
     return False
 
 
 def _shell_pid(nsenter_pid: int) -> int | None:
   """The bash process under nsenter/setpriv/env/sh wrappers (they exec, except nsenter)."""
-  from mage_jax.agent.sandbox import descendants
   for pid in descendants(nsenter_pid):
     try:
       with open(f"/proc/{pid}/cmdline", "rb") as f:
