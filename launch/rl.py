@@ -29,10 +29,11 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # Orbax logs every write at INFO
   from mage_jax.rl import loop
+  from mage_jax.train import run_setup
   config = shell.require_config(_CONFIG.value)
   if _SERVER_URL.value is not None:
     config.rl.server_url = _SERVER_URL.value
-  shell.run_and_print(loop.train_rl, config, _WORKDIR.value, loop.ConfigError)
+  shell.run_and_print(loop.train_rl, config, _WORKDIR.value, run_setup.ConfigError)
 
 
 if __name__ == "__main__":

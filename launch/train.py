@@ -32,8 +32,8 @@ def main(argv):
   from mage_jax.train import distributed
   distributed.initialize(coordinator=_COORD.value, num_processes=_NPROC.value,
                          process_id=_PID.value, cpu_devices=_CPU_DEVICES.value)
-  from mage_jax.train import loop
-  shell.run_and_print(loop.train, _CONFIG.value, _WORKDIR.value, loop.ConfigError)
+  from mage_jax.train import loop, run_setup
+  shell.run_and_print(loop.train, _CONFIG.value, _WORKDIR.value, run_setup.ConfigError)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from configs import models, stage1_midtrain
-from mage_jax.train import loop
+from mage_jax.train import loop, run_setup
 from mage_jax.train import state as state_lib
 
 
@@ -58,7 +58,7 @@ def test_params_from_tied_qwen3_hf_dir(tmp_path):
   assert len([k for k in got if k.startswith("language_model/")]) == len(hf)
   np.testing.assert_array_equal(got["lm_head/kernel"], hf["model.embed_tokens.weight"].T)
 
-  fresh, _ = state_lib.init_state(loop.model_factory(t.model_cfg), t.tx, c.seed, t.shardings)
+  fresh, _ = state_lib.init_state(run_setup.model_factory(t.model_cfg), t.tx, c.seed, t.shardings)
   fresh_flat = jax.device_get(state_lib.flat_paths(fresh.params))
   visual = [k for k in got if k.startswith("visual/")]
   assert visual

@@ -122,7 +122,7 @@ def test_rollout_policy_on_the_embedded_server_matches_the_learner(vl):
 @pytest.mark.slow
 def test_rl_update_on_an_image_batch_changes_params(vl):
   from jax.sharding import Mesh
-  from mage_jax.train import loop as sft_loop
+  from mage_jax.train import run_setup
   from mage_jax.train import optimizer as opt_lib
   from mage_jax.train import step as step_lib
   _, policy = vl
@@ -136,7 +136,7 @@ def test_rl_update_on_an_image_batch_changes_params(vl):
                             advantage=adv, version=0, task_id="gui", episode_id=f"e{e}", images=images))
   batch, _ = pack_rl_batch(samples, rows=2, seq_len=48, patch_budget=16)
   mesh = Mesh(np.array(jax.devices()[:1]), ("data",))
-  factory = sft_loop.model_factory(policy.cfg)
+  factory = run_setup.model_factory(policy.cfg)
   graphdef, params, _ = state_lib.split_model(policy.model)
   tx = opt_lib.make_optimizer(opt_lib.OptimizerConfig(learning_rate=1e-2, warmup_steps=0, total_steps=10,
                                                       weight_decay=0.0, clip_norm=0.0), params)

@@ -1,6 +1,6 @@
 """Asynchronous GRPO: `train_rl(config, workdir)` (python -m launch.rl).
 
-  build       mesh, model, optimizer, shardings (as the SFT trainer), the RL objective
+  build       mesh, model, optimizer, shardings (train/run_setup.py), the RL objective
   init        resume <workdir>/checkpoints (state + version + sampler), else init.from_dir / fresh
   engine      config.rl.server_url (vLLM or a running embedded server; weights pushed by sync)
               or an embedded RolloutServer started here on the exported initial weights
@@ -29,8 +29,6 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from configs import models as model_presets
-from mage_jax import sharding
 from mage_jax.rl import objective as obj_lib
 from mage_jax.rl.admission import AdmissionWindow
 from mage_jax.rl.batch import RLSample, pack_rl_batch
@@ -40,23 +38,21 @@ from mage_jax.rl.sampler import FrontierSampler
 from mage_jax.rl.workers import RolloutWorkers
 from mage_jax.train import checkpoint as ckpt_lib
 from mage_jax.train import flops as flops_lib
-from mage_jax.train import loop as sft_loop
+from mage_jax.train import guards
 from mage_jax.train import metrics as metrics_lib
 from mage_jax.train import optimizer as opt_lib
+from mage_jax.train import run_setup as setup
 from mage_jax.train import state as state_lib
 from mage_jax.train import step as step_lib
-
-ConfigError = sft_loop.ConfigError
-SUMMARY = sft_loop.SUMMARY
+from mage_jax.train.run_setup import SUMMARY, ConfigError, Trainer
 
 
 # --- build ---------------------------------------------------------------------------------------
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
-  for section in ("model", "mesh", "data", "optimizer", "step", "init", "checkpoint", "log", "rl"):
-    if section not in config:
-      raise ConfigError(f"config has no `{section}` section")
+  setup.check_sections(config, ("model", "mesh", "data", "optimizer", "step", "init", "checkpoint",
+                                "log", "rl"))
   rl = config.rl
   if rl.admission_window != rl.max_policy_lag + 1:
     raise ConfigError(f"config.rl.admission_window={rl.admission_window} must be "
@@ -91,9 +87,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
     if budget < 4 or budget % 4:
       raise ConfigError(f"config.data.patch_budget={budget}: GUI/hybrid RL batches need patch slots "
                         "for the screenshots (a positive multiple of 4)")
-  if config.init.from_dir and sft_loop.init_kind(config.init.from_dir) is None:
-    raise ConfigError(f"config.init.from_dir={config.init.from_dir!r}: not a completed stage workdir "
-                      "nor an HF directory")
+  setup.check_init(config)
 
 
 TASK_KINDS = {"terminal", "gui", "hybrid"}
@@ -113,35 +107,12 @@ def _stopped(ckpt: Any, logger: Any, version: int) -> dict:
   return {"stopped": True, "updates": version}
 
 
-def build(config: ml_collections.ConfigDict, workdir: str) -> sft_loop.Trainer:
+def build(config: ml_collections.ConfigDict, workdir: str) -> Trainer:
   """The SFT trainer's build without a data pipeline (batches come from rollouts)."""
   validate(config)
-  os.makedirs(workdir, exist_ok=True)
-  try:
-    mesh = sharding.make_mesh(config.mesh)
-  except ValueError as e:
-    raise ConfigError(f"config.mesh: {e}") from None
-  shards = int(np.prod([mesh.shape[a] for a in state_lib.batch_axes(mesh)]))
-  if config.data.batch_size % shards:
-    raise ConfigError(f"config.data.batch_size={config.data.batch_size} (RL batch rows) is not "
-                      f"divisible by the {shards} data-parallel shards of mesh {dict(mesh.shape)}")
-  model_cfg = model_presets.build_model_config(config.model)
-  factory = sft_loop.model_factory(model_cfg)
-  total = int(config.rl.total_updates)
-  tx = opt_lib.make_optimizer(opt_lib.OptimizerConfig.from_config(config.optimizer, total_steps=total),
-                              _abstract_params(factory))
-  graphdef, rest, abstract = state_lib.abstract_state(factory, tx)
-  shardings = state_lib.state_shardings(tx, abstract, sharding.param_shardings(abstract.params, mesh), mesh)
-  abstract = jax.tree_util.tree_map(
-      lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings)
-  meta = ckpt_lib.make_meta(model_cfg, abstract.params, {"config_name": config.get("name", "")})
-  return sft_loop.Trainer(config, workdir, mesh, model_cfg, graphdef, rest, tx, shardings, abstract,
-                          total, config.data, meta)
-
-
-def _abstract_params(factory) -> Any:
-  import flax.nnx as nnx
-  return state_lib.split_model(nnx.eval_shape(lambda: factory(nnx.Rngs(0))))[1]
+  setup.check_workdir(workdir)
+  mesh = setup.make_mesh(config)
+  return setup.build_trainer(config, workdir, mesh, int(config.rl.total_updates), config.data)
 
 
 # --- learner helpers -----------------------------------------------------------------------------
@@ -188,7 +159,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
              ) -> dict[str, Any]:
   """Run (or resume) async GRPO; returns the summary (also <workdir>/summary.json)."""
   wall0 = time.perf_counter()
-  sft_loop.enable_compile_cache(config.get("compile_cache_dir", ""))
+  setup.enable_compile_cache(config.get("compile_cache_dir", ""))
   t = build(config, workdir)
   rl = config.rl
   done = _finished_summary(workdir)
@@ -214,7 +185,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
       totals.update(data_state.get("totals", {}))
     print(f"resumed from {ckpt.directory}/{version}", flush=True)
   else:
-    state, version = sft_loop.initial_state(t), 0
+    state, version = setup.initial_state(t), 0
     if config.init.from_dir:
       print(f"initialised params from {config.init.from_dir}", flush=True)
 
@@ -222,7 +193,6 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
   weights_root = os.path.join(workdir, "weights")
   server = None
   probe = probe_prompt()
-  logp_fn = obj_lib.make_logp_fn(t.graphdef, t.rest, config.step.loss_chunk_size)
   if rl.server_url:
     client = RolloutClient(rl.server_url, rl.model_name, timeout=rl.request_timeout_s)
     client.wait_ready(rl.server_ready_timeout_s)
@@ -247,8 +217,9 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
 
   # step (compiled on the first batch's shapes; every RL batch has the same shapes)
   scfg = step_lib.StepConfig(**config.step.to_dict())
+  # One optimizer step per batch: logp_old is the update's own forward (no separate pass).
   objective = obj_lib.rl_objective(obj_lib.RLLossConfig(rl.clip_eps_low, rl.clip_eps_high, rl.tis_cap),
-                                   scfg.loss_chunk_size)
+                                   scfg.loss_chunk_size, logp_old_in_update=True)
   rows, seq_len = config.data.batch_size, config.data.seq_len
   with_images = screenshot_kinds(rl.kinds)
   patch_budget = int(config.data.patch_budget) if with_images else 0
@@ -260,7 +231,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
   print(f"{config.get('name', '')}: {t.total_steps} updates of {rl.groups_per_update} groups x "
         f"{rl.episodes_per_group} episodes, batch {rows} x ({seq_len} tokens{patches}), "
         f"kinds {rl.kinds or 'all'}, lag <= {rl.max_policy_lag}, mesh {dict(t.mesh.shape)}", flush=True)
-  stop = sft_loop.StopSignal()
+  stop = guards.StopSignal()
   stop.install()
   last: dict[str, float] = {}
 
@@ -298,9 +269,8 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
       if stats["max_staleness"] > rl.max_policy_lag:  # the drop above makes this unreachable
         raise AssertionError(f"a sample {stats['max_staleness']} updates old reached the learner")
       t1 = time.perf_counter()
-      dev = sft_loop.to_device(batch, t.mesh, config.data)
+      dev = setup.to_device(batch, t.mesh, config.data)
       with jax.set_mesh(t.mesh):
-        dev["logp_old"] = logp_fn(state.params, dev)
         if train_step is None:
           train_step = step_lib.jit_train_step(t.graphdef, t.rest, t.tx, scfg, t.mesh, t.shardings,
                                                batch, objective=objective)
@@ -371,7 +341,7 @@ def _finished_summary(workdir: str) -> dict | None:
     return json.load(f)
 
 
-def _sync(client: RolloutClient, t: sft_loop.Trainer, params: Any, out_root: str, version: int,
+def _sync(client: RolloutClient, t: Trainer, params: Any, out_root: str, version: int,
           probe: list[int], rl: ml_collections.ConfigDict) -> dict[str, Any]:
   """Export + reload + verify (weight_sync.sync_weights: the engine must serve the new path
   and its greedy probe log-probs must match the learner's)."""

@@ -63,6 +63,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> list[dict]:
   from mage_jax.train import checkpoint as ckpt_lib
   from mage_jax.train import flops as flops_lib
   from mage_jax.train import loop
+  from mage_jax.train.run_setup import SUMMARY
   os.makedirs(workdir, exist_ok=True)
   synth_out = os.path.join(os.path.abspath(workdir), "synth")
   previous = config.init_from
@@ -70,7 +71,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> list[dict]:
   for name, s in stage_list(config):
     cfg = stage_config(config, s, previous, synth_out)
     stage_dir = os.path.join(workdir, name)
-    summary_path = os.path.join(stage_dir, loop.SUMMARY)
+    summary_path = os.path.join(stage_dir, SUMMARY)
     done = os.path.exists(summary_path) and ckpt_lib.has_final_params(stage_dir)
     print(f"=== {name} ({'complete, skipping' if done else 'training'}) -> {stage_dir}", flush=True)
     if done:

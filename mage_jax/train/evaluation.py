@@ -175,17 +175,14 @@ def click_accuracy(t: Any, params: Any, config: ml_collections.ConfigDict,
           "click_samples": float(len(prompts))}
 
 
-def run_all(t: Any, params: Any, config: ml_collections.ConfigDict, workdir: str) -> dict[str, float]:
+def run_all(t: Any, params: Any, config: ml_collections.ConfigDict, data_root: str
+            ) -> dict[str, float]:
+  """Every configured evaluation; a relative eval.click_jsonl is under `data_root`."""
   res: dict[str, float] = {}
   if heldout_root(t, config):
     res.update(heldout_loss(t, params, config))
   if config.eval.click_jsonl:
-    path = config.eval.click_jsonl
-    if not os.path.isabs(path):
-      from mage_jax.train.loop import synth_dir
-      base = synth_dir(config, workdir) if config.get("synth") and config.synth.enabled else os.getcwd()
-      path = os.path.join(base, path)
-    res.update(click_accuracy(t, params, config, path))
+    res.update(click_accuracy(t, params, config, os.path.join(data_root, config.eval.click_jsonl)))
   if res:
     print("eval: " + " ".join(f"{k}={v:.4f}" for k, v in sorted(res.items())), flush=True)
   return res

@@ -1,10 +1,8 @@
 """The SFT trainer: `train(config, workdir)` in named sections.
 
   validate    bad input fails here, before any compile
-  mesh        devices -> Mesh (data × fsdp × tensor)
   data        synth (tiny) -> pack if missing -> Grain iterator (+ resume state)
-  model       config -> MageVL / Qwen3 factory, abstract state, shardings
-  shard       param shardings from the logical rules; optimizer-state shardings follow
+  build       mesh, model, shardings, optimizer over the data's steps (train/run_setup.py)
   init        resume from <workdir>/checkpoints, else init.from_dir (stage workdir / HF), else fresh
   step        the jitted, donated train step
   checkpoint  periodic async saves, SIGTERM save-and-exit, final params export
@@ -12,10 +10,8 @@
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import signal
 import time
 import zlib
 from typing import Any
@@ -25,19 +21,15 @@ import ml_collections
 import numpy as np
 
 from configs import models as model_presets
-from mage_jax import sharding
 from mage_jax.train import checkpoint as ckpt_lib
+from mage_jax.train import evaluation
 from mage_jax.train import flops as flops_lib
+from mage_jax.train import guards
 from mage_jax.train import metrics as metrics_lib
 from mage_jax.train import optimizer as opt_lib
-from mage_jax.train import state as state_lib
+from mage_jax.train import run_setup as setup
 from mage_jax.train import step as step_lib
-
-SUMMARY = "summary.json"
-
-
-class ConfigError(ValueError):
-  pass
+from mage_jax.train.run_setup import SUMMARY, ConfigError, Trainer, initial_state, to_device
 
 
 # --- validate ------------------------------------------------------------------------------------
@@ -45,24 +37,10 @@ class ConfigError(ValueError):
 
 def validate(config: ml_collections.ConfigDict, workdir: str) -> None:
   """Cheap checks of everything a run needs; raises ConfigError naming the field."""
-  for section in ("model", "mesh", "data", "optimizer", "step", "train", "init", "checkpoint", "log"):
-    if section not in config:
-      raise ConfigError(f"config has no `{section}` section")
-  try:
-    os.makedirs(workdir, exist_ok=True)
-    probe = os.path.join(workdir, ".write_probe")
-    with open(probe, "w") as f:
-      f.write("ok")
-    os.remove(probe)
-  except OSError as e:
-    raise ConfigError(f"--workdir={workdir!r} is not writable: {e}") from None
-  init = config.init.from_dir
-  if init and init_kind(init) is None:
-    raise ConfigError(
-        f"config.init.from_dir={init!r}: not a completed stage workdir (final_params.meta.json) "
-        "nor an HF directory (config.json + *.safetensors)")
-  if config.init.get("vision_dir") and init_kind(config.init.vision_dir) != "hf":
-    raise ConfigError(f"config.init.vision_dir={config.init.vision_dir!r} is not an HF directory")
+  setup.check_sections(config, ("model", "mesh", "data", "optimizer", "step", "train", "init",
+                                "checkpoint", "log"))
+  setup.check_workdir(workdir)
+  setup.check_init(config)
   step_lib.StepConfig(**config.step.to_dict())
   opt_lib.OptimizerConfig.from_config(config.optimizer, total_steps=1)
   if config.data.batch_size % max(config.step.grad_accum_steps, 1):
@@ -73,17 +51,6 @@ def validate(config: ml_collections.ConfigDict, workdir: str) -> None:
   model_presets.build_model_config(config.model)
 
 
-def init_kind(path: str) -> str | None:
-  if not os.path.isdir(path):
-    return None
-  if ckpt_lib.has_final_params(path):
-    return "stage"
-  files = os.listdir(path)
-  if "config.json" in files and any(f.endswith(".safetensors") for f in files):
-    return "hf"
-  return None
-
-
 # --- data ----------------------------------------------------------------------------------------
 
 
@@ -91,6 +58,13 @@ def synth_dir(config: ml_collections.ConfigDict, workdir: str) -> str:
   synth = config.get("synth")
   return os.path.abspath((synth.out if synth is not None and synth.out else "")
                          or os.path.join(workdir, "synth"))
+
+
+def data_root(config: ml_collections.ConfigDict, workdir: str) -> str:
+  """What relative paths in the config (data sources, eval.click_jsonl) are relative to:
+  the synthetic data when it is generated, else the working directory."""
+  synth = config.get("synth")
+  return synth_dir(config, workdir) if synth is not None and synth.enabled else os.getcwd()
 
 
 def prepare(config: ml_collections.ConfigDict, workdir: str) -> ml_collections.ConfigDict:
@@ -108,7 +82,7 @@ def prepare(config: ml_collections.ConfigDict, workdir: str) -> ml_collections.C
     print(f"generating synthetic data in {root}", flush=True)
     synth_lib.generate(root, seed=synth.seed, episodes=synth.episodes, grounding=synth.grounding,
                        width=synth.width, height=synth.height)
-  base = root if synth is not None and synth.enabled else os.getcwd()
+  base = data_root(config, workdir)
   for name in data.sources.keys():
     paths = [p for p in str(data.sources[name].paths).split(",") if p]
     data.sources[name].paths = ",".join(p if os.path.isabs(p) else os.path.join(base, p) for p in paths)
@@ -188,151 +162,17 @@ def make_iterator(data: ml_collections.ConfigDict):
   return pipeline.make_iterator(data)
 
 
-def to_device(batch: dict[str, np.ndarray], mesh: Any, data: ml_collections.ConfigDict):
-  from mage_jax.data import pipeline
-  return pipeline.to_global(batch, mesh, tuple(data.data_axes))
-
-
-def params_from_hf(path: str, vision_dir: str, fresh_params: Any, model_cfg: Any, mesh: Any) -> Any:
-  """Params of `model_cfg` with the LM (and head) from an HF dir; the ViT from
-  `vision_dir` when given, else kept fresh. A Qwen3 LM with a tied head gives
-  Mage-VL's untied head its embedding transposed."""
-  from mage_jax.models.config import MageVLConfig
-  from mage_jax.weights import hf
-  src_cfg, (_, src_state) = hf.load_hf(path, mesh=mesh, return_state=True)
-  import flax.nnx as nnx
-  src = nnx.to_pure_dict(src_state)
-  ours = nnx.to_pure_dict(fresh_params)
-  if not isinstance(model_cfg, MageVLConfig):
-    ours = src
-  elif isinstance(src_cfg, MageVLConfig):
-    ours = src if not vision_dir else {**src, "visual": ours["visual"]}
-  else:  # Qwen3ForCausalLM: model/..., lm_head/... (absent when tied)
-    ours["language_model"] = src["model"]
-    if "lm_head" in ours:
-      ours["lm_head"] = src.get("lm_head") or {"kernel": src["model"]["embed_tokens"]["embedding"].T}
-  if vision_dir:
-    _, (_, vstate) = hf.load_hf(vision_dir, mesh=mesh, return_state=True)
-    ours["visual"] = nnx.to_pure_dict(vstate)["visual"]
-  params = jax.tree_util.tree_map(lambda x: x, fresh_params)
-  try:
-    nnx.replace_by_pure_dict(params, ours)
-  except (KeyError, ValueError) as e:
-    raise ConfigError(f"config.init.from_dir={path!r} does not fit the configured model: {e}") from None
-  expected = state_lib.param_shapes(fresh_params)
-  got = state_lib.param_shapes(params)
-  bad = [k for k in expected if expected[k][0] != got.get(k, (None,))[0]]
-  if bad:
-    raise ConfigError(f"config.init.from_dir={path!r}: shapes differ from the model for {bad[:5]}")
-  return params
-
-
-# --- model ---------------------------------------------------------------------------------------
-
-
-def model_factory(model_cfg: Any):
-  from mage_jax.models.config import MageVLConfig, Qwen3Config
-  if isinstance(model_cfg, MageVLConfig):
-    from mage_jax.models.mage_vl import MageVL
-    return lambda rngs: MageVL(model_cfg, rngs=rngs)
-  if isinstance(model_cfg, Qwen3Config):
-    from mage_jax.models.qwen3 import Qwen3ForCausalLM
-    return lambda rngs: Qwen3ForCausalLM(model_cfg, rngs=rngs)
-  raise ConfigError(f"model arch {type(model_cfg).__name__} cannot be trained with the SFT loop")
-
-
-@dataclasses.dataclass
-class Trainer:
-  """Everything built before the first step (inspectable from notebooks/tests)."""
-  config: ml_collections.ConfigDict
-  workdir: str
-  mesh: Any
-  model_cfg: Any
-  graphdef: Any
-  rest: Any
-  tx: Any
-  shardings: state_lib.TrainState
-  abstract: state_lib.TrainState
-  total_steps: int
-  data: ml_collections.ConfigDict
-  meta: dict
-  jitted: dict = dataclasses.field(default_factory=dict)  # compiled helpers reused across calls (eval)
+# --- build ---------------------------------------------------------------------------------------
 
 
 def build(config: ml_collections.ConfigDict, workdir: str, *, prepare_data: bool = True) -> Trainer:
   validate(config, workdir)
-  # mesh
-  try:
-    mesh = sharding.make_mesh(config.mesh)
-  except ValueError as e:
-    raise ConfigError(f"config.mesh: {e}") from None
-  shards = int(np.prod([mesh.shape[a] for a in config.data.data_axes if a in mesh.axis_names]))
-  if config.data.batch_size % shards:
-    raise ConfigError(f"config.data.batch_size={config.data.batch_size} is not divisible by the "
-                      f"{shards} data-parallel shards of mesh {dict(mesh.shape)}")
-  # data
+  mesh = setup.make_mesh(config)
   data = prepare(config, workdir) if prepare_data else config.data
-  total_steps = count_total_steps(config, data)
-  # model
-  model_cfg = model_presets.build_model_config(config.model)
-  factory = model_factory(model_cfg)
-  ocfg = opt_lib.OptimizerConfig.from_config(config.optimizer, total_steps=total_steps)
-  import flax.nnx as nnx
-  abstract_params = state_lib.split_model(nnx.eval_shape(lambda: factory(nnx.Rngs(0))))[1]
-  tx = opt_lib.make_optimizer(ocfg, abstract_params)
-  graphdef, rest, abstract = state_lib.abstract_state(factory, tx)
-  # shard
-  param_sh = sharding.param_shardings(abstract.params, mesh)
-  shardings = state_lib.state_shardings(tx, abstract, param_sh, mesh)
-  abstract = jax.tree_util.tree_map(
-      lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings)
-  meta = ckpt_lib.make_meta(model_cfg, abstract.params, {"config_name": config.get("name", "")})
-  return Trainer(config, workdir, mesh, model_cfg, graphdef, rest, tx, shardings, abstract,
-                 total_steps, data, meta)
-
-
-# --- init ----------------------------------------------------------------------------------------
-
-
-def initial_state(t: Trainer) -> state_lib.TrainState:
-  """Fresh state, with params from init.from_dir when given."""
-  factory = model_factory(t.model_cfg)
-  src = t.config.init.from_dir
-  with jax.set_mesh(t.mesh):
-    state, _ = state_lib.init_state(factory, t.tx, t.config.seed, t.shardings)
-    if not src:
-      return state
-    kind = init_kind(src)
-    if kind == "stage":
-      params = ckpt_lib.load_final_params(src, t.abstract.params, t.meta)
-    else:
-      params = params_from_hf(src, t.config.init.get("vision_dir", ""), state.params,
-                                        t.model_cfg, t.mesh)
-    params = jax.device_put(params, t.shardings.params)
-    return jax.jit(lambda p, s: state_lib._fresh(p, t.tx, s.rng),
-                   out_shardings=t.shardings)(params, state)
+  return setup.build_trainer(config, workdir, mesh, count_total_steps(config, data), data)
 
 
 # --- loop ----------------------------------------------------------------------------------------
-
-
-class StopSignal:
-  def __init__(self):
-    self.requested = False
-    self._old = None
-
-  def install(self) -> None:
-    def handler(signum, frame):  # noqa: ARG001
-      print(f"signal {signum}: saving a checkpoint and exiting after this step", flush=True)
-      self.requested = True
-    try:
-      self._old = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (e.g. notebooks): no handler
-      self._old = None
-
-  def uninstall(self) -> None:
-    if self._old is not None:
-      signal.signal(signal.SIGTERM, self._old)
 
 
 def fingerprints(batch: dict[str, np.ndarray]) -> list[int]:
@@ -340,18 +180,10 @@ def fingerprints(batch: dict[str, np.ndarray]) -> list[int]:
   return [zlib.crc32(np.ascontiguousarray(row).tobytes()) for row in batch["tokens"]]
 
 
-def enable_compile_cache(path: str) -> None:
-  """Persistent compilation cache in `path` (first call wins: JAX reads the
-  setting when it first compiles)."""
-  if path and not jax.config.jax_compilation_cache_dir:
-    os.makedirs(path, exist_ok=True)
-    jax.config.update("jax_compilation_cache_dir", os.path.abspath(path))
-
-
 def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """Train (or resume) one SFT stage; returns the summary (also <workdir>/summary.json)."""
   wall0 = time.perf_counter()
-  enable_compile_cache(config.get("compile_cache_dir", ""))
+  setup.enable_compile_cache(config.get("compile_cache_dir", ""))
   t = build(config, workdir)
   if os.path.exists(os.path.join(workdir, SUMMARY)) and ckpt_lib.has_final_params(workdir):
     with open(os.path.join(workdir, SUMMARY)) as f:
@@ -388,7 +220,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         f"{t.data.seq_len} tokens, mesh {dict(t.mesh.shape)}, peak {peak:.3f} TFLOP/s/device "
         f"({peak_src})", flush=True)
   profiler = metrics_lib.Profiler(config.log.profile_steps, os.path.join(workdir, "profile"))
-  stop = StopSignal()
+  stop = guards.StopSignal()
   stop.install()
   eval_every = config.eval.get("every_steps", 0) if config.get("eval") is not None else 0
 
@@ -416,8 +248,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         ckpt.save(step, state, iterator.get_state(), t.meta, force=stop.requested)
       if (eval_every and step % eval_every == 0 and step < t.total_steps
           and not stop.requested):
-        from mage_jax.train import evaluation
-        results = evaluation.run_all(t, state.params, config, workdir)
+        results = evaluation.run_all(t, state.params, config, data_root(config, workdir))
         logger.scalars(step, {f"eval/{k}": v for k, v in results.items()})
       if stop.requested and step < t.total_steps:  # on the last step: the final save below
         last = _record(logger, pending, scfg) or last
@@ -439,8 +270,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
 
   eval_results = {}
   if config.get("eval") is not None:
-    from mage_jax.train import evaluation
-    eval_results = evaluation.run_all(t, state.params, config, workdir)
+    eval_results = evaluation.run_all(t, state.params, config, data_root(config, workdir))
     logger.scalars(step, {f"eval/{k}": v for k, v in eval_results.items()})
   logger.close()
   rows = metrics_lib.read_metrics(workdir)
