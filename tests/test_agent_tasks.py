@@ -97,3 +97,22 @@ def test_every_builtin_task_passes_the_gates():
   failed = [str(r) for r in results if not r.passed]
   assert not failed, "\n".join(failed)
   assert all(r.scores["initial"] == 0 and r.scores["reference"] == 1 and r.scores["near_miss"] < 1 for r in results)
+  # no_blind_exploit: every exploit that can touch the checker ran and scored exactly 0
+  for r in results:
+    ran = {o.name for o in r.exploits if o.skipped is None}
+    assert ran and all(o.score == 0.0 and o.error is None for o in r.exploits if o.name in ran), str(r)
+    pkg_kind = r.task_id.split("_", 1)[0]
+    assert ("click_spray_reading_order" in ran) == (pkg_kind != "term"), str(r)
+
+
+@needs_sandbox
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_builtin_episodes_record_spray_metrics():
+  _, episodes, _ = builtin_suite_run()
+  by_id = {e.task_id: e for e in episodes if e is not None}
+  click = by_id["gui_click_red"]     # one click, then terminate
+  assert click.spray == {"shell_output_bytes_per_step": 0.0, "clicks_per_step": 0.5, "click_targets": 1}
+  mult = by_id["term_multiply"]      # `echo $((37 * 43))` prints 1591, then terminate
+  assert mult.spray == {"shell_output_bytes_per_step": 2.0, "clicks_per_step": 0.0, "click_targets": 0}
+  assert mult.records[0]["shell_output_bytes"] == 4 and click.records[0]["clicks"] == 1

@@ -21,6 +21,7 @@ import numpy as np
 
 from mage_jax.actions import parsing
 from mage_jax.agent.env import Env, Observation
+from mage_jax.agent.spray import SprayCounter
 from mage_jax.agent.tasks.package import TaskPackage
 from mage_jax.data import render as render_lib
 from mage_jax.data import trajectory as tr
@@ -74,6 +75,7 @@ class EpisodeResult:
   gui_actions: int = 0
   terminal_actions: int = 0
   parse_errors: dict[str, int] = dataclasses.field(default_factory=dict)
+  spray: dict[str, float] = dataclasses.field(default_factory=dict)  # SprayCounter.summary
   wall_time: float = 0.0
   error: str | None = None
   records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -131,6 +133,7 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
   renderer = renderer_for(cfg)
   res = EpisodeResult(task.id, task.kind, None)
   errors: collections.Counter = collections.Counter()
+  spray = SprayCounter()
   max_steps = min(cfg.max_steps, task.max_steps or cfg.max_steps)
 
   obs = first_observation if first_observation is not None else env.reset(task)
@@ -167,6 +170,7 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
       res.terminal_actions += 1
     steps.append(tr.Step(current, parsed.think, parsed.summary, tr.ToolCall(parsed.name, parsed.arguments)))
     obs = env.step(parsed.name, parsed.arguments)
+    res.records[-1].update(spray.observe(parsed.name, parsed.arguments, obs.text))
     if obs.done:
       res.status = "terminated"
       break
@@ -176,6 +180,7 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
     time.sleep(cfg.score_settle)
   res.score = env.score()
   res.parse_errors = dict(errors)
+  res.spray = spray.summary(len(steps))
   res.wall_time = time.monotonic() - start
   if steps:
     res.episode = tr.Episode(id=episode_id, instruction=task.instruction, steps=steps, screen_size=screen,

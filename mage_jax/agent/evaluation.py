@@ -8,6 +8,7 @@ import os
 from typing import Any, Callable, Iterable, Sequence
 
 from mage_jax.agent.episode import EpisodeResult, Policy
+from mage_jax.agent.spray import mean_of as spray_means
 from mage_jax.agent.slots import Job, SlotPool
 from mage_jax.agent.tasks.package import TaskPackage
 from mage_jax.data import trajectory as tr
@@ -38,6 +39,7 @@ def _row(name: str, rs: list[EpisodeResult]) -> dict[str, Any]:
           "output_tokens_per_task": sum(r.output_tokens for r in scored) / n,
           "gui_share": gui / max(1, gui + term), "terminal_share": term / max(1, gui + term),
           "parse_errors": sum(sum(r.parse_errors.values()) for r in scored),
+          **spray_means([r.spray for r in scored]),  # did the policy drift toward spraying?
           "wall_time_per_task": sum(r.wall_time for r in scored) / n}
 
 

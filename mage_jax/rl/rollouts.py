@@ -58,6 +58,7 @@ class EpisodeSamples:
   reward: float
   samples: list[RLSample]             # advantage 0 until the learner assigns group advantages
   parse_errors: int = 0
+  spray: dict[str, float] = dataclasses.field(default_factory=dict)  # EpisodeResult.spray
 
 
 @dataclasses.dataclass
@@ -206,7 +207,7 @@ def group_from_results(task_id: str, group_id: str, results: Sequence[EpisodeRes
       continue
     used.add(id(p))
     group.episodes.append(EpisodeSamples(p.episode_id or "", float(res.score), p.samples,
-                                         sum(res.parse_errors.values())))
+                                         sum(res.parse_errors.values()), dict(res.spray)))
   return group
 
 
