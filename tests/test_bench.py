@@ -130,10 +130,15 @@ def test_rl_update_vs_sft_step_tiny():
   rows, details = rl_bench.rl_update_vs_sft(lm_step.TINY, batch_size=2, seq_len=32, reps=1)
   _check_rows(rows)
   assert [r.name for r in rows][1] == "RL: update / SFT step" and rows[1].value > 0
-  m = details["rl_metrics"]
-  # logp_old was computed from the same params just before the step: ratio 1, a real update.
-  assert abs(m["mean_ratio"] - 1.0) < 1e-4 and m["clip_frac"] == 0.0
+  assert rows[1].goal == "<= 1.05" and rows[1].met == (rows[1].value <= 1.05)
+  m, m_sep = details["rl_metrics"], details["rl_metrics_separate_logp_old"]
+  # logp_old is the update's own forward: ratio exactly 1, a real update.
+  assert m["mean_ratio"] == 1.0 and m["clip_frac"] == 0.0
   assert m["policy_tokens"] == 2 * 31 and m["update_norm"] > 0 and math.isfinite(m["loss"])
+  # Both runners took the same steps on the same batch: the separate forward's path agrees.
+  assert abs(m_sep["mean_ratio"] - 1.0) < 1e-4
+  for k in ("loss", "grad_norm", "update_norm"):
+    assert abs(m_sep[k] - m[k]) <= 1e-4 * max(1.0, abs(m[k])), (k, m_sep[k], m[k])
 
 
 def test_cpu_compile_times_tiny():

@@ -172,3 +172,43 @@ def test_grad_accumulation_equals_one_big_batch(packed):
   # rounding on near-zero gradient entries into lr-sized differences.
   for a, b in zip(g2, g1):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_logp_old_from_the_update_forward_equals_the_separate_forward(packed):
+  """One optimizer step per batch: logp_old = stop_gradient(the update's own forward) gives
+  the loss, metrics and gradient of a separate logp_old forward (also with grad accumulation,
+  whose micro-batches see the same params), and ignores batch["logp_old"]."""
+  _, batch, _ = packed
+  graphdef, rest, tx, mesh, shardings, state = setup(1e-2)
+  logp = np.asarray(obj.make_logp_fn(graphdef, rest, CHUNK)(state.params, batch))
+  mask = batch["loss_mask"]
+  rng = np.random.default_rng(2)
+  # Engine log-probs off the learner's, so the TIS weight is not 1 and the cap is hit.
+  rollout = (logp + rng.uniform(-1.5, 1.0, logp.shape) * mask).astype(np.float32)
+  separate = dict(batch, logp_old=logp, logp_rollout=rollout)
+  in_update = dict(separate, logp_old=np.full_like(logp, np.nan))  # must not be read
+
+  compiled = {}
+
+  def grads_metrics(b, accum, in_update_logp):
+    objective = obj.rl_objective(RL_CFG, CHUNK, logp_old_in_update=in_update_logp)
+    if (accum, in_update_logp) not in compiled:
+      cfg = step_lib.StepConfig(grad_accum_steps=accum, loss_chunk_size=CHUNK)
+      compiled[accum, in_update_logp] = jax.jit(
+          lambda p, bb: step_lib.grads_and_sums(graphdef, cfg, p, rest, bb, objective))
+    grads, sums = compiled[accum, in_update_logp](state.params, b)
+    den = float(sums.denominator)
+    return [np.asarray(g) / den for g in jax.tree_util.tree_leaves(grads)], objective.finalize(sums)
+
+  g_ref, m_ref = grads_metrics(separate, 1, False)
+  assert float(m_ref["tis_trunc_frac"]) > 0 and abs(float(m_ref["mean_ratio"]) - 1) < 1e-5
+  for accum in (1, 2):
+    g, m = grads_metrics(in_update, accum, True)
+    for k in ("loss", "clip_frac", "tis_trunc_frac", "mean_ratio", "approx_kl", "policy_tokens"):
+      np.testing.assert_allclose(float(m[k]), float(m_ref[k]), rtol=1e-5, atol=1e-6, err_msg=k)
+    for a, b in zip(g, g_ref):
+      np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+  # The comparison can fail: a logp_old that is not the current policy's moves the gradient.
+  stale = dict(separate, logp_old=(logp + 0.3 * mask).astype(np.float32))
+  g_stale, _ = grads_metrics(stale, 1, False)
+  assert max(np.abs(a - b).max() for a, b in zip(g_stale, g_ref)) > 1e-4

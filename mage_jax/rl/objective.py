@@ -6,8 +6,16 @@ Per policy token (loss_mask 1):
   w   = stop_gradient(min(exp(logp_old - logp_rollout), C))
   l   = w * max(-A * rho, -A * clip(rho, 1 - eps_low, 1 + eps_high))
 and the loss is the token mean of l over policy tokens. logp_old is the
-learner's recomputation before the update, logp_rollout the inference engine's
-log-prob of the sampled token; w corrects the engine/learner mismatch.
+learner's log-prob under the parameters before the update, logp_rollout the
+inference engine's log-prob of the sampled token; w corrects the engine/learner
+mismatch.
+
+When the update is one optimizer step over the batch (the RL loop; also with
+gradient accumulation, whose micro-batches all see the same parameters),
+logp_old *is* the update's own forward: `RLObjective(logp_old_in_update=True)`
+takes it as stop_gradient(logp_new) and saves the separate forward pass. A
+caller that takes several optimizer steps per batch must fill batch["logp_old"]
+once before the first (`make_logp_fn`) and keep the default.
 
 Everything is returned as *sums* (RLSums) so gradient accumulation adds
 micro-batches and divides once, exactly like train.loss.LossSums; the train
@@ -134,27 +142,39 @@ def token_logprobs(model: Any, batch: dict[str, jax.Array], chunk_size: int) -> 
 class RLObjective:
   """The objective train.step plugs in: sums(model, batch) -> RLSums, finalize(sums) -> metrics.
 
-  The batch carries the RL fields of mage_jax.rl.batch (logp_old filled by the learner).
+  The batch carries the RL fields of mage_jax.rl.batch. logp_old_in_update=False:
+  batch["logp_old"] filled by the learner (make_logp_fn) before the update; True:
+  logp_old = stop_gradient of this forward (valid only for one optimizer step per batch).
   """
   cfg: RLLossConfig
   chunk_size: int
+  logp_old_in_update: bool = False
 
   def sums(self, model: Any, batch: dict[str, jax.Array]) -> RLSums:
     logp_new = token_logprobs(model, batch, self.chunk_size)
-    return grpo_sums(logp_new, batch["logp_old"], batch["logp_rollout"], batch["advantages"],
+    logp_old = (jax.lax.stop_gradient(logp_new) if self.logp_old_in_update
+                else batch["logp_old"])
+    return grpo_sums(logp_new, logp_old, batch["logp_rollout"], batch["advantages"],
                      batch["loss_mask"], self.cfg)
 
   def finalize(self, sums: RLSums) -> dict[str, jax.Array]:
     return rl_finalize(sums)
 
 
-def rl_objective(cfg: RLLossConfig, chunk_size: int) -> RLObjective:
-  """The RL objective for `train.step.jit_train_step(..., objective=rl_objective(cfg, chunk))`."""
-  return RLObjective(cfg=cfg, chunk_size=chunk_size)
+def rl_objective(cfg: RLLossConfig, chunk_size: int, *, logp_old_in_update: bool = False
+                 ) -> RLObjective:
+  """The RL objective for `train.step.jit_train_step(..., objective=rl_objective(cfg, chunk))`.
+
+  logp_old_in_update=True when each batch gets exactly one optimizer step (the RL loop):
+  logp_old is the update's own forward, no separate pass. False (several steps per batch):
+  the caller fills batch["logp_old"] once per batch with make_logp_fn.
+  """
+  return RLObjective(cfg=cfg, chunk_size=chunk_size, logp_old_in_update=logp_old_in_update)
 
 
 def make_logp_fn(graphdef: Any, rest: Any, chunk_size: int
                  ) -> Callable[[Any, dict[str, jax.Array]], jax.Array]:
-  """The learner's jitted (params, batch) -> logp [B, T] that fills batch["logp_old"]."""
+  """The learner's jitted (params, batch) -> logp [B, T]: batch["logp_old"] for a caller
+  taking several optimizer steps per batch, and the weight-sync probe's reference."""
   return jax.jit(lambda params, batch: token_logprobs(merge_model(graphdef, params, rest), batch,
                                                        chunk_size))
