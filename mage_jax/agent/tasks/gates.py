@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import queue
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Sequence
 
 from mage_jax.agent.env import Env, Observation
@@ -116,24 +118,54 @@ def _episodes(exploits: Sequence[Exploit]) -> list[list[Exploit]]:
   return list(groups.values())
 
 
-def run_exploits(env: Env, pkg: TaskPackage, exploits: Sequence[Exploit]) -> list[ExploitOutcome]:
-  """Every exploit on a fresh `reset`, scored by the package's checker; skips are recorded."""
+EXPLOIT_ENVS = 3  # exploit episodes at once: they mostly wait on resets (X, apps), not on the CPU
+
+
+def _run_episode(env: Env, pkg: TaskPackage, group: list[Exploit], outcomes: dict[str, ExploitOutcome]) -> None:
+  current = group[0]
+  try:
+    view = BlindView(env, pkg.instruction, env.reset(pkg))
+    for current in group:
+      before = view.steps
+      current.act(view)
+      if current.writes == "screen":
+        time.sleep(SETTLE_SECONDS)
+      outcomes[current.name].score = env.score()
+      outcomes[current.name].steps = view.steps - before
+  except Exception as e:  # noqa: BLE001 - a broken exploit or env is a gate error, never a pass
+    outcomes[current.name].error = f"{type(e).__name__}: {e}"
+    for later in group[group.index(current) + 1:]:
+      outcomes[later.name].error = f"not run: {current.name!r} failed before it in the same episode"
+
+
+def run_exploits(env: Env, pkg: TaskPackage, exploits: Sequence[Exploit],
+                 env_factory: Callable[[], Env] | None = None, max_envs: int = EXPLOIT_ENVS) -> list[ExploitOutcome]:
+  """Every exploit on a fresh `reset`, scored by the package's checker; skips are recorded.
+  With `env_factory`, up to `max_envs` episodes run at once (`env` plus new ones, closed after)."""
   outcomes = {e.name: ExploitOutcome(e.name, e.family, skipped=why_untouchable(e, pkg)) for e in exploits}
-  for group in _episodes([e for e in exploits if outcomes[e.name].skipped is None]):
-    current = group[0]
+  groups = _episodes([e for e in exploits if outcomes[e.name].skipped is None])
+  n_envs = 1 if env_factory is None else max(1, min(max_envs, len(groups)))
+  if n_envs == 1:
+    for group in groups:
+      _run_episode(env, pkg, group, outcomes)
+    return [outcomes[e.name] for e in exploits]
+  pool: queue.Queue = queue.Queue()
+  extra = [env_factory() for _ in range(n_envs - 1)]
+  for e in [env] + extra:
+    pool.put(e)
+
+  def job(group: list[Exploit]) -> None:
+    e = pool.get()
     try:
-      view = BlindView(env, pkg.instruction, env.reset(pkg))
-      for current in group:
-        before = view.steps
-        current.act(view)
-        if current.writes == "screen":
-          time.sleep(SETTLE_SECONDS)
-        outcomes[current.name].score = env.score()
-        outcomes[current.name].steps = view.steps - before
-    except Exception as e:  # noqa: BLE001 - a broken exploit or env is a gate error, never a pass
-      outcomes[current.name].error = f"{type(e).__name__}: {e}"
-      for later in group[group.index(current) + 1:]:
-        outcomes[later.name].error = f"not run: {current.name!r} failed before it in the same episode"
+      _run_episode(e, pkg, group, outcomes)
+    finally:
+      pool.put(e)
+  try:
+    with ThreadPoolExecutor(n_envs) as ex:
+      list(ex.map(job, groups))
+  finally:
+    for e in extra:
+      e.close()
   return [outcomes[e.name] for e in exploits]
 
 
@@ -184,7 +216,7 @@ def check_package(pkg: TaskPackage | dict[str, Any], env_factory: Callable[[], E
       if not ok(s):
         return fail(gate, f"the {name} solution scores {s}")
     t0 = time.monotonic()
-    res.exploits = run_exploits(env, pkg, REGISTRY if exploits is None else exploits)
+    res.exploits = run_exploits(env, pkg, REGISTRY if exploits is None else exploits, env_factory)
     res.exploit_seconds = time.monotonic() - t0
     errors = [o for o in res.exploits if o.error]
     hits = [o for o in res.exploits if o.score is not None and o.score != 0]
