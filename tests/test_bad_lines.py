@@ -49,6 +49,7 @@ BAD_FILE = {
     12: (_line("nan-meta").replace(b'"tools"', b'"meta": {"scores": [1.0, NaN]}, "tools"'),
          tr.INVALID_FIELD, "meta.scores[1]: nan"),
     13: (_line("good-13"), None, ""),
+    14: (_line("\udc00-id"), tr.INVALID_FIELD, "(episode '\\udc00-id'): invalid_field: id: lone surrogate"),
 }
 
 
@@ -64,6 +65,7 @@ def check_skips(path, items):
   assert len(got) == len(want), got
   for (line, kind, why), text in zip(want, got):
     assert text.startswith(f"{path}:{line}") and f": {kind}: " in text and why in text, (line, text)
+    text.encode("utf-8")  # printable and writable into a UTF-8 report
 
 
 GOOD = ["bom-first", "good-2", "good-13"]

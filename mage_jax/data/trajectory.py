@@ -362,6 +362,15 @@ def _json_problem(value: Any) -> tuple[str, str] | None:
   return None
 
 
+def _printable_id(record: Any) -> str | None:
+  """The record's id for a skip message, escaped if UTF-8 cannot hold it (reports are UTF-8)."""
+  ep_id = record.get("id") if isinstance(record, dict) else None
+  if not isinstance(ep_id, (str, int)) or isinstance(ep_id, bool):
+    return None
+  ep_id = str(ep_id)
+  return ep_id if _unencodable(ep_id) is None else ascii(ep_id)
+
+
 def _parse_line(line: str) -> tuple[Any, tuple[str, str] | None]:
   """(record, None) or (None, (kind, reason)) for one line read with surrogateescape."""
   bad = _ESCAPED_BYTE.search(line)
@@ -393,7 +402,7 @@ def convert_jsonl(path: str, convert: Callable[[Any, int], Episode], image_check
       if not line.strip():
         continue
       d, problem = _parse_line(line)
-      ep_id = str(d["id"]) if isinstance(d, dict) and isinstance(d.get("id"), (str, int)) else None
+      ep_id = _printable_id(d)
       if problem is not None:
         yield SkippedItem(path, lineno, *problem, ep_id)
         continue
