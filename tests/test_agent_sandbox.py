@@ -1,5 +1,23 @@
 """Sandbox suite: every escape/abuse attempt fails harmlessly and the host is unchanged.
 
+Runs as root (root mode) and, through tests/test_agent_sandbox_user_mode.py, as uid
+65534 (user mode). Each attack is a command the workload could send through
+`PersistentShell.run`, and each test checks the attack's *effect* (a marker in a host
+folder, a secret read back, a forged or blinded checker read, an unbounded allocation).
+
+What it guarantees, given a kernel without namespace/ptrace bugs: the workload cannot
+write outside its tmpfs mounts, read the harness's environment or host files, reshape
+the namespaces the harness enters (they are held by fd from start-up), make a harness
+read run anything it planted, kill or trace the X server, blind a checker read (an
+unreadable path raises `Unreadable`, never reads as absent), or exceed its tmpfs
+sizes/inodes, rlimits and, where a cgroup is writable, the cgroup's memory and process
+bounds. What it does not cover: kernel exploits (namespaces share the host kernel; a
+deployment adds a disposable VM), side channels and CPU time beyond RLIMIT_CPU, and,
+when no cgroup is writable (`Sandbox.cgroup is None`, e.g. an unprivileged caller without
+a delegated cgroup), memory outside per-process address space (memfd, tmpfs inodes of
+nested namespaces): then only the rlimits and tmpfs limits hold, which the cgroup test
+checks in that case.
+
 Destructive commands run only inside the sandbox, under the shell's per-command
 timeout, a pytest-timeout watchdog and `Sandbox.close()` (kills the whole pid
 namespace) in a finally block.
@@ -9,7 +27,9 @@ import pwd
 import secrets
 import shutil
 import socket
+import stat
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -26,15 +46,43 @@ except sb.SandboxUnavailable as e:
 needs_sandbox = pytest.mark.skipif(_REASON is not None, reason=f"sandbox unavailable: {_REASON}")
 
 
+SMALL = dict(home_mb=64, tmp_mb=32, file_mb=128, nproc=64, memory_mb=1024)
+ATTACKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ptrace_inject.py")
+
+
 @pytest.fixture
-def shell():
-  box = sb.Sandbox(sb.SandboxConfig(home_mb=64, tmp_mb=32, file_mb=128, nproc=64, memory_mb=1024))
-  sh = PersistentShell(box, timeout=10, max_output=10_000, display=None)
+def make_shell():
+  """Builds sandbox + shell pairs (config overrides as kwargs); closes them all afterwards."""
+  made = []
+
+  def make(**overrides):
+    box = sb.Sandbox(sb.SandboxConfig(**{**SMALL, **overrides}))
+    sh = PersistentShell(box, timeout=10, max_output=10_000, display=None)
+    made.append((sh, box))
+    return sh
   try:
-    yield sh
+    yield make
   finally:
-    sh.close()
-    box.close()
+    for sh, box in made:
+      sh.close()
+      box.close()
+
+
+@pytest.fixture
+def shell(make_shell):
+  return make_shell()
+
+
+@pytest.fixture
+def host_folder():
+  """A host folder bound read-only into the sandbox at /opt/target (world-writable on the
+  host, so only the bind's read-only flag stands between the workload and it)."""
+  path = tempfile.mkdtemp(prefix="mage_target_", dir="/tmp")
+  os.chmod(path, 0o777)
+  try:
+    yield path
+  finally:
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def zombies() -> set[int]:
@@ -226,3 +274,177 @@ def test_disk_fill_and_memory_are_bounded(shell):
   assert shutil.disk_usage("/").free > free_before - (90 << 20)
   r = shell.run("python -c 'b = bytearray(4 << 30)' 2>&1 | tail -1", timeout=60)
   assert "MemoryError" in r.output
+
+
+# ---- escapes and leaks found by review (issue 10) ------------------------------------------
+
+# The attack of both escapes: ptrace a process whose namespaces the harness enters (root
+# mode: the payload, which ran as the workload's uid; user mode: bwrap's pid 1) and make it
+# exec into a new user + mount namespace where a planted script shadows the binaries the
+# harness runs next (`/usr/bin/env`, run as host root by the old harness reads; the second
+# `nsenter`, run with full capabilities in bwrap's outer namespace). The planted script joins
+# the shell's mount namespace and remounts the read-only bind of a host folder writable.
+_PLANT = r"""
+cp /usr/bin/nsenter ~/nsenter.real; echo $$ > ~/shellpid
+cat > ~/planted <<'X'
+#!/bin/sh
+/home/user/nsenter.real -t $(cat /home/user/shellpid) -m /bin/sh -c 'mount -o remount,rw,bind /opt/target; echo pwned > /opt/target/marker'
+X
+chmod 755 ~/planted
+cat > ~/reshape.sh <<'X'
+exec unshare --user --map-root-user --mount /bin/sh -c 'mount --bind /home/user/planted /usr/bin/env; mount --bind /home/user/planted /usr/bin/nsenter; exec sleep infinity'
+X
+for p in /proc/[0-9]*; do
+  pid=${p#/proc/}; [ "$pid" = $$ ] && continue
+  case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in
+    "sleep infinity "|bwrap*) echo "target $pid: $(python3 ~/inject.py $pid /home/user/reshape.sh 2>&1)";;
+  esac
+done
+sleep 1
+"""
+
+
+@needs_sandbox
+@pytest.mark.timeout(120)
+def test_reshaped_namespaces_do_not_redirect_the_harness(make_shell, host_folder):
+  sh = make_shell(ro_binds=((host_folder, "/opt/target"),))
+  box = sh.sandbox
+  box.write_file("inject.py", open(ATTACKER, "rb").read())
+  attack = sh.run(_PLANT, timeout=30)
+  assert "target" in attack.output, attack.output  # it found something to attack
+  # what the harness does next: checker reads, a fresh process, a shell restart
+  shell_pid = box.read_file("shellpid")
+  listing = box.list_dir()
+  cat = box.run(["/bin/cat", f"{sb.HOME}/shellpid"]).stdout
+  sh.run("exit")
+  alive = sh.run("echo alive").output.strip()
+  time.sleep(0.5)
+  assert not os.path.exists(os.path.join(host_folder, "marker")), attack.output
+  assert shell_pid is not None and shell_pid.strip().isdigit(), shell_pid  # not a forged read
+  assert cat == shell_pid and "shellpid" in listing and alive == "alive"
+
+
+@needs_sandbox
+def test_harness_environment_does_not_leak(make_shell, monkeypatch):
+  secret = "fake-" + secrets.token_hex(8)
+  monkeypatch.setenv("HF_TOKEN", secret)
+  monkeypatch.setenv("OPENAI_API_KEY", secret)
+  sh = make_shell()
+  out = sh.run("for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done 2>/dev/null; env").output
+  assert "PATH=" in out  # the environments were readable ...
+  assert secret not in out  # ... and held none of the harness's variables
+
+
+@needs_sandbox
+@pytest.mark.timeout(120)
+def test_root_filesystem_is_read_only(shell):
+  r = shell.run("for d in / /etc /opt /opt/bin /var /dev /usr /home; do touch $d/evil 2>/dev/null && echo WROTE $d; done;"
+                " printf '#!/bin/sh\\necho forged\\n' > /opt/bin/head 2>/dev/null && echo WROTE head;"
+                " mkdir /opt/bin/x 2>/dev/null && echo WROTE dir; true")
+  assert "WROTE" not in r.output, r.output
+  # no directory on the workload's PATH is writable, so nothing can shadow a binary
+  r = shell.run("IFS=:; for d in $PATH; do [ -w \"$d\" ] && echo WRITABLE $d; done;"
+                " [ \"$(command -v head)\" -ef /usr/bin/head ] && echo real head")
+  assert r.output.splitlines() == ["real head"], r.output
+  # /dev/shm is a small tmpfs of its own, not the unbounded /dev of bwrap
+  r = shell.run("dd if=/dev/zero of=/dev/shm/big bs=1M count=300 2>&1 | tail -1;"
+                " df -B1M --output=size /dev/shm | tail -1")
+  assert int(r.output.split()[-1]) <= 64, r.output
+  shell.sandbox.write_file("answer.txt", b"real\n")
+  assert shell.sandbox.read_file("answer.txt") == b"real\n"
+
+
+@needs_sandbox
+@pytest.mark.timeout(120)
+def test_home_permissions_blind_neither_shell_nor_checker(shell):
+  box = shell.sandbox
+  box.write_file("present.txt", b"answer\n")
+  shell.run("chmod 000 ~; exit")
+  r = shell.run("echo alive; pwd; stat -c %a ~")
+  assert r.output.split() == ["alive", "/home/user", "700"], r.output  # restarted and recovered
+  shell.run("chmod 000 ~")
+  for name, content in (("present.txt", b"answer\n"), ("absent.txt", None)):
+    try:
+      got = box.read_file(name)
+    except sb.Unreadable:
+      assert box.mode == "user", name  # host root reads past the permissions; the owner can't
+      continue
+    assert got == content, name
+  try:
+    assert box.list_dir() == ["present.txt"]
+  except sb.Unreadable:
+    assert box.mode == "user"
+  shell.run("chmod 700 ~")
+
+
+@needs_sandbox
+@pytest.mark.timeout(60)
+def test_unreadable_paths_raise_instead_of_reading_as_absent(shell):
+  box = shell.sandbox
+  shell.run("mkfifo ~/pipe; mkdir ~/dir; ln -s /dev/zero ~/zero; ln -s /proc/1/environ ~/procfile;"
+            " ln -s /proc/1/root/etc/passwd ~/magic; echo x > ~/locked; chmod 000 ~/locked;"
+            " ln -s /nonexistent ~/dangling; ln -s ../../etc/hostname ~/up")
+  for name in ("pipe", "dir", "zero", "procfile", "magic"):
+    with pytest.raises(sb.Unreadable):
+      box.read_file(name)
+  assert box.read_file("up") == b"sandbox\n"  # `..` resolves inside the sandbox
+  assert box.read_file("dangling") is None and box.read_file("nothing") is None
+  assert box.read_file("dir/nothing") is None and box.read_file("up/x") is None
+  with pytest.raises(sb.Unreadable):
+    box.list_dir("pipe")
+  assert box.list_dir("nothing") is None
+  if box.mode == "root":
+    assert box.read_file("locked") == b"x\n"
+  else:
+    with pytest.raises(sb.Unreadable):
+      box.read_file("locked")
+
+
+@needs_sandbox
+@pytest.mark.timeout(120)
+def test_tmpfs_inodes_are_limited(make_shell):
+  sh = make_shell(inodes=4096)
+  r = sh.run("df --output=itotal /tmp /home/user /dev/shm | tail -3")
+  assert [int(x) for x in r.output.split()] == [4096] * 3, r.output
+  r = sh.run("python3 -c \"import os\nn = 0\ntry:\n  while True:\n    os.mkdir('/tmp/d%d' % n); n += 1\n"
+             "except OSError as e:\n  print(n, e.strerror)\"", timeout=60)
+  made, err = r.output.split(" ", 1)
+  assert int(made) < 4096 and "No space left" in err, r.output
+
+
+@needs_sandbox
+@pytest.mark.timeout(120)
+def test_sandbox_memory_is_bounded_beyond_rlimits(make_shell):
+  sh = make_shell(cgroup_memory_mb=192)
+  box = sh.sandbox
+  # memfd pages are charged to no address space (RLIMIT_AS, 1 GB here, doesn't see them);
+  # 100 MB each stays under RLIMIT_FSIZE
+  r = sh.run("python3 -c \"import os\nfds = [os.memfd_create('x') for _ in range(6)]\n"
+             "for fd in fds:\n  for _ in range(100): os.write(fd, bytes(1 << 20))\n"
+             "print('wrote', 6 * 100, 'MB')\" 2>&1; echo rc=$?", timeout=60)
+  if box.cgroup is None:  # documented: without a writable cgroup only rlimits/tmpfs limits hold
+    assert box.cgroup_reason and sb.SandboxConfig().require_cgroup is False
+    with pytest.raises(sb.SandboxUnavailable, match="require_cgroup"):
+      sb.Sandbox(sb.SandboxConfig(require_cgroup=True))
+    return
+  assert "wrote 600 MB" not in r.output and "rc=137" in r.output, r.output  # OOM-killed
+  assert box.cgroup.memory_limit() == 192 << 20
+  bash = _pid_of_shell(sh)
+  assert set(box.cgroup.pids()) >= {bash, box._bwrap.pid}
+  assert sh.run("echo alive").output.strip() == "alive"
+
+
+@needs_sandbox
+@pytest.mark.skipif(shutil.which("Xvfb") is None, reason="no Xvfb")
+@pytest.mark.timeout(120)
+def test_workload_cannot_kill_the_x_server(shell):
+  from mage_jax.agent.desktop import Desktop
+  desk = Desktop(shell.sandbox, 160, 120)
+  try:
+    shell.run("pkill -9 Xvfb; kill -9 -1")
+    shell.run("for p in /proc/[0-9]*; do kill -9 ${p#/proc/} 2>/dev/null; done; true")
+    assert desk.screenshot().size == (160, 120)  # the X server is out of reach in both modes
+    if shell.sandbox.mode == "root":  # the payload is host root: the sandbox survives too
+      assert shell.run("echo alive").output.strip() == "alive"
+  finally:
+    desk.close()

@@ -1,9 +1,11 @@
 """A real X desktop inside the episode's sandbox: Xvfb + XTEST input + screenshots.
 
-Xvfb runs inside the sandbox (as the sandbox user, display :0, no TCP), so
-every sandbox has its own display and the apps and the shell share its
-filesystem. The harness connects to the X socket through the sandbox's root
-as seen from the host (`/proc/<pid>/root/tmp/.X11-unix/X0`), injects input
+Xvfb runs on the sandbox's filesystem and network (display :0, no TCP) but
+outside its pid and user namespaces (`Sandbox.spawn_service`), so every sandbox
+has its own display, the apps and the shell share its filesystem, and the
+workload can neither see, signal nor trace the X server. The harness connects
+to the X socket through the sandbox's root fd held since start-up
+(`Sandbox.host_root` + `/tmp/.X11-unix/X0`), injects input
 with XTEST (python-xlib `fake_input`) and reads the framebuffer with
 `GetImage`.
 """
@@ -65,8 +67,8 @@ class Desktop:
   def __init__(self, sandbox: Sandbox, width: int = 1280, height: int = 800, settle: float = 0.08):
     self.sandbox, self.width, self.height, self.settle = sandbox, width, height, settle
     self._apps: list[subprocess.Popen] = []
-    self._xvfb = sandbox.spawn(["Xvfb", ":0", "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp",
-                                "-noreset"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    self._xvfb = sandbox.spawn_service(["Xvfb", ":0", "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp",
+                                        "-noreset"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     sock = f"{sandbox.host_root}/tmp/.X11-unix/X0"
     deadline = time.monotonic() + 20
     while not os.path.exists(sock):
@@ -96,6 +98,10 @@ class Desktop:
                            stderr=subprocess.DEVNULL)
     self._apps.append(p)
     return p
+
+  def alive(self) -> bool:
+    """False once the X server has exited (the workload may have killed it)."""
+    return self._xvfb.poll() is None
 
   def close(self) -> None:
     try:

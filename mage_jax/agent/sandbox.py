@@ -24,12 +24,22 @@ Two modes, chosen by who runs the harness:
   even `--ro-bind-fd`, with the unprivileged user's permissions).
 - unprivileged user: bwrap --unshare-all adds a new user namespace; the
   workload keeps the caller's (already unprivileged) uid.
-Both: --die-with-parent; a size-limited tmpfs home (/home/user) and /tmp;
-read-only /usr and the Python install (+ the venv's site-packages) at
-/opt/python; a synthetic /etc (passwd, group, fonts, ld.so cache); no /root,
-no host /etc/shadow, no /work, no network (only a private loopback).
-rlimits (memory as address space, processes, CPU seconds, file size, open
-files) apply to every process started inside.
+Both: --die-with-parent; a clean environment; size- and inode-limited tmpfs
+mounts for the home (/home/user), /tmp and /dev/shm, everything else read-only
+(/, /etc, /opt, /var, /dev); read-only /usr and the Python install (+ the venv's
+site-packages) at /opt/python; a synthetic /etc (passwd, group, fonts, ld.so
+cache); no /root, no host /etc/shadow, no /work, no network (only a private
+loopback). rlimits (memory as address space, processes, CPU seconds, file size,
+open files) apply to every process started inside, and a cgroup (mage_jax/agent/
+cgroup.py) bounds the sandbox's total memory and process count where one can be
+created.
+
+The harness enters the sandbox only through namespace fds (and a root-directory
+fd) opened at start-up, before any workload runs, so nothing the workload does to
+a process afterwards (ptrace it, make it unshare or chroot) changes where the
+harness goes. No harness process runs a program the workload could have placed
+with more privilege than the workload, and checked files are read by the harness
+itself from the root fd (mage_jax/agent/sandbox_files.py), not by a program inside.
 
 If bubblewrap/nsenter/setpriv/unshare/prlimit are missing or namespaces can't be created the
 constructor raises `SandboxUnavailable`; nothing ever runs unsandboxed.
@@ -39,20 +49,29 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import json
+import logging
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import sysconfig
-import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
+from mage_jax.agent import cgroup as cgroup_lib
+from mage_jax.agent.sandbox_files import SandboxFiles, Unreadable
+
 HOME = "/home/user"
 PY_ROOT = "/opt/python"
-REQUIRED_BINARIES = ("bwrap", "nsenter", "setpriv", "unshare", "prlimit")
+REQUIRED_BINARIES = ("bwrap", "nsenter", "setpriv", "unshare", "prlimit", "mount")
+# The harness's own processes get only this; the workload gets `sandbox_env`.
+HARNESS_ENV = {"PATH": "/usr/sbin:/usr/bin:/bin"}
+NAMESPACES = ("mnt", "pid", "net", "ipc", "uts", "user")
+NSENTER_FLAG = {"mnt": "--mount", "pid": "--pid", "net": "--net", "ipc": "--ipc", "uts": "--uts",
+                "user": "--user"}
+SERVICE_UID = 65533  # root mode: the X server's uid, one the workload (65534) can't signal
+log = logging.getLogger(__name__)
 
 
 # bwrap --die-with-parent uses PR_SET_PDEATHSIG, which fires when the *thread* that forked
@@ -65,17 +84,15 @@ class SandboxUnavailable(RuntimeError):
   """Sandboxing cannot work on this host; the harness refuses to run unsandboxed."""
 
 
-class Unreadable(OSError):
-  """A checked path exists (or may exist) but the harness cannot read it: permissions, a FIFO,
-  a device, a symlink swapped in mid-read, a dead shell. The contract of `read_file`/`list_dir`
-  (sandbox and CheckContext alike): None means *verifiably absent*; anything else that stops a
-  read raises this. Checkers score it 0, never as "absent" (it is an OSError, so `score` does)."""
-
-
 @dataclasses.dataclass
 class SandboxConfig:
   home_mb: int = 256        # tmpfs size of /home/user
   tmp_mb: int = 128         # tmpfs size of /tmp (the X socket lives here)
+  shm_mb: int = 64          # tmpfs size of /dev/shm
+  inodes: int = 32768       # nr_inodes of each tmpfs (inodes cost kernel memory, not size)
+  cgroup_memory_mb: int = 8192  # the whole sandbox's memory (cgroup), where a cgroup is writable
+  cgroup_pids: int = 1024   # the whole sandbox's processes + threads (cgroup)
+  require_cgroup: bool = False  # refuse to start when no cgroup can be created
   memory_mb: int = 4096     # RLIMIT_AS per process
   nproc: int = 256          # RLIMIT_NPROC for the sandbox user
   cpu_seconds: int = 900    # RLIMIT_CPU per process
@@ -92,7 +109,8 @@ def _python_binds() -> list[str]:
   ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
   args = ["--ro-bind", base, PY_ROOT]
   # `python` and `python3` always name this interpreter (a Debian system Python has no
-  # `python`, and an agent types it anyway); PATH puts /opt/bin first.
+  # `python`, and an agent types it anyway); PATH puts /opt/bin first (read-only, as is
+  # every directory on PATH).
   for name in ("python", "python3"):
     args += ["--symlink", python_in_sandbox(), f"/opt/bin/{name}"]
   purelib = os.path.realpath(sysconfig.get_paths()["purelib"])
@@ -194,21 +212,52 @@ def _outer_user_namespace(pid: int) -> int | None:
   return parent
 
 
+def _warn_no_cgroup(reason: str, _seen: set[str] = set()) -> None:  # noqa: B006 (once per reason)
+  if reason not in _seen:
+    _seen.add(reason)
+    log.warning("sandbox without a cgroup (only rlimits and tmpfs limits bound it): %s", reason)
+
+
+def _binary(name: str) -> str:
+  """Absolute path of a host binary; the sandbox sees the same path through its /usr bind."""
+  path = shutil.which(name, path=HARNESS_ENV["PATH"])
+  if path is None:
+    raise SandboxUnavailable(f"sandbox needs {name!r}; refusing to run episodes unsandboxed")
+  return os.path.realpath(path)
+
+
 class Sandbox:
   """A running sandbox. Use `spawn`/`run` to start processes inside it."""
 
   def __init__(self, config: SandboxConfig | None = None):
     self.config = config or SandboxConfig()
     self.mode = check_available()
-    self._lock = threading.Lock()
     self._closed = False
+    self._bwrap: subprocess.Popen | None = None
+    self._ns: dict[str, int] = {}           # namespace fds, opened before any workload ran
     self._outer_userns: int | None = None
-    self._start()
+    self._root_fd: int | None = None
+    self._services: list[subprocess.Popen] = []
+    self.cgroup: cgroup_lib.SandboxCgroup | None = None
+    self.cgroup_reason = ""
+    self._bin = {n: _binary(n) for n in ("nsenter", "setpriv", "prlimit", "env", "sh", "mount")}
+    try:
+      self._start()
+    except BaseException:
+      self.close()
+      raise
 
   # ---- lifecycle ---------------------------------------------------------------------------
   def _start(self) -> None:
     c = self.config
     uid, gid = (c.uid, c.gid) if self.mode == "root" else (os.getuid(), os.getgid())
+    self.uid, self.gid = uid, gid
+    self.cgroup, self.cgroup_reason = cgroup_lib.create(c.cgroup_memory_mb << 20, c.cgroup_pids)
+    if self.cgroup is None:
+      if c.require_cgroup:
+        raise SandboxUnavailable(f"no cgroup for the sandbox ({self.cgroup_reason}) and "
+                                 "require_cgroup is set; refusing to run")
+      _warn_no_cgroup(self.cgroup_reason)
     passwd = (f"root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
               f"user:x:{uid}:{gid}:sandbox user:{HOME}:/bin/bash\n").encode()
     group = f"root:x:0:\nuser:x:{gid}:\n".encode()
@@ -222,10 +271,11 @@ class Sandbox:
       data_args += ["--ro-bind-data", str(r), dest]
     ns = (["--unshare-all"] if self.mode == "user" else
           ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"])
-    args = ["bwrap", *ns, "--die-with-parent", "--new-session",
+    args = ["bwrap", *ns, "--die-with-parent", "--new-session", "--clearenv",
             "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
             "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
             "--proc", "/proc", "--dev", "/dev",
+            "--perms", "1777", "--size", str(c.shm_mb << 20), "--tmpfs", "/dev/shm",
             "--perms", "0755", "--dir", "/etc", "--perms", "0755", "--dir", "/opt",
             "--perms", "0755", "--dir", "/home", "--perms", "0755", "--dir", "/var",
             "--perms", "1777", "--size", str(c.tmp_mb << 20), "--tmpfs", "/tmp",
@@ -237,18 +287,23 @@ class Sandbox:
     args += _python_binds() + data_args
     for host, dest in c.ro_binds:
       args += ["--ro-bind", host, dest]
+    # the root tmpfs (/, /etc, /opt, /var and the dirs bwrap made) and /dev stay read-only:
+    # only the size- and inode-limited tmpfs mounts take writes
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     if self.mode == "user":
       args += ["--uid", str(uid), "--gid", str(gid)]
     info_r, info_w = os.pipe()
     payload = ["/bin/sh", "-c", "echo ready; exec sleep infinity"]
-    if self.mode == "root":  # drop to the sandbox user first, then create the user namespace as that user
-      payload = ["setpriv", "--reuid", str(uid), "--regid", str(gid), "--clear-groups", "--inh-caps=-all",
-                 "--bounding-set=-all", "--no-new-privs", "--",
-                 "unshare", "--user", f"--map-user={uid}", f"--map-group={gid}", "--", *payload]
+    if self.mode == "root":
+      # The payload stays host root (no capabilities in the host user namespace once it has made
+      # its own): the workload (65534) can neither signal nor ptrace it. The harness maps 65534
+      # into its user namespace below, before anything else runs.
+      payload = ["unshare", "--user", "--", *payload]
     args += ["--info-fd", str(info_w), "--chdir", "/", *payload]
-    self._bwrap = _LAUNCHER.submit(subprocess.Popen, args, pass_fds=(info_w, *data_fds),
+    join = self.cgroup.join_argv() if self.cgroup else []
+    self._bwrap = _LAUNCHER.submit(subprocess.Popen, join + args, pass_fds=(info_w, *data_fds),
                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE).result()
+                                   stderr=subprocess.PIPE, env=HARNESS_ENV).result()
     os.close(info_w)
     for fd in data_fds:
       os.close(fd)
@@ -257,17 +312,61 @@ class Sandbox:
     ready = self._bwrap.stdout.readline()
     if ready.strip() != b"ready":
       err = self._bwrap.stderr.read().decode(errors="replace") if self._bwrap.poll() is not None else ""
-      self._bwrap.kill()
       raise SandboxUnavailable(f"bubblewrap could not create the sandbox ({self.mode} mode): "
                                f"{err.strip() or 'no output'}; refusing to run unsandboxed")
     self.pid = int(json.loads(info)["child-pid"])
-    self._outer_userns = _outer_user_namespace(self.pid) if self.mode == "user" else None
     if self.mode == "root":
       # The payload (child of bwrap's pid 1) is the only process in all six namespaces: join it.
       self.pid = self._userns_holder(self.pid)
-    self.uid, self.gid = uid, gid
-    if self.mode == "root":  # tmpfs mounts belong to root; hand the home to the sandbox user
-      self.run(["chown", f"{uid}:{gid}", HOME], as_root=True, check=True)
+      for name, ident in (("uid_map", uid), ("gid_map", gid)):
+        with open(f"/proc/{self.pid}/{name}", "w") as f:
+          f.write(f"{ident} {ident} 1\n")
+    self._hold_namespaces()
+    self._files = SandboxFiles(self._root_fd)
+    self._limit_tmpfs()
+    self.restore_home()
+
+  def _hold_namespaces(self) -> None:
+    """Opens the namespace and root fds the harness enters through from now on. Runs before
+    any workload exists, so they are the sandbox's own, whatever a process does later."""
+    for name in NAMESPACES:
+      self._ns[name] = os.open(f"/proc/{self.pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC)
+    self._root_fd = os.open(f"/proc/{self.pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    if self.mode == "user":
+      self._outer_userns = _outer_user_namespace(self.pid)
+
+  def _fd_path(self, fd: int) -> str:
+    return f"/proc/self/fd/{fd}"
+
+  def _privileged_entry(self, namespaces: Sequence[str]) -> list[str]:
+    """nsenter into `namespaces` with the harness's privileges there (root mode: host root;
+    user mode: root of bwrap's outer user namespace). Only for start-up work that runs before
+    any workload exists, and for the first hop of workload entry, which execs nothing but the
+    host's own binaries from the read-only /usr."""
+    args = [self._bin["nsenter"]]
+    if self._outer_userns is not None:
+      args.append(f"--user={self._fd_path(self._outer_userns)}")
+    args += [f"{NSENTER_FLAG[n]}={self._fd_path(self._ns[n])}" for n in namespaces]
+    args += [f"--root={self._fd_path(self._root_fd)}", f"--wd={self._fd_path(self._root_fd)}"]
+    if self._outer_userns is not None:
+      args.append("--preserve-credentials")
+    return args
+
+  def _held_fds(self) -> tuple[int, ...]:
+    fds = [*self._ns.values(), self._root_fd]
+    return tuple(fds + ([self._outer_userns] if self._outer_userns is not None else []))
+
+  def _limit_tmpfs(self) -> None:
+    """Adds size and inode limits to the tmpfs mounts (bwrap sets sizes only)."""
+    c = self.config
+    script = " && ".join(
+        f"{self._bin['mount']} -o remount,nosuid,nodev,size={mb << 20},nr_inodes={c.inodes} {path}"
+        for path, mb in ((HOME, c.home_mb), ("/tmp", c.tmp_mb), ("/dev/shm", c.shm_mb)))
+    r = subprocess.run([*self._privileged_entry(["mnt"]), "--", self._bin["sh"], "-c", script],
+                       pass_fds=self._held_fds(), env=HARNESS_ENV, capture_output=True, timeout=30)
+    if r.returncode != 0:
+      raise SandboxUnavailable(f"could not limit the sandbox's tmpfs mounts: "
+                               f"{r.stderr.decode(errors='replace').strip()}; refusing to run")
 
   def _userns_holder(self, init_pid: int) -> int:
     host_userns = os.readlink("/proc/self/ns/user")
@@ -277,32 +376,44 @@ class Sandbox:
           return pid
       except OSError:
         pass
-    self.close()
     raise SandboxUnavailable("the sandbox payload created no user namespace (unshare --user failed?); "
                              "refusing to run unsandboxed")
 
   @property
   def host_root(self) -> str:
-    """The sandbox's root directory seen from the host (for the X socket)."""
-    return f"/proc/{self.pid}/root"
+    """The sandbox's root directory as a harness path (for the X socket): the root fd held
+    since start-up, not /proc/<pid>/root of a process the workload might reshape."""
+    return self._fd_path(self._root_fd)
 
   def alive(self) -> bool:
-    return not self._closed and self._bwrap.poll() is None
+    return not self._closed and self._bwrap is not None and self._bwrap.poll() is None
 
   def close(self) -> None:
-    """Kills every process in the sandbox (the pid namespace dies with its init)."""
+    """Kills every process in the sandbox (the pid namespace dies with its init) and the
+    harness services beside it, then releases the namespaces and the cgroup."""
     if self._closed:
       return
     self._closed = True
-    kill_tree(self._bwrap.pid)
-    try:
-      self._bwrap.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-      pass
-    for stream in (self._bwrap.stdout, self._bwrap.stderr):
-      stream.close()
-    if self._outer_userns is not None:
-      os.close(self._outer_userns)
+    for p in self._services:
+      if p.poll() is None:
+        p.kill()
+      p.wait()
+    if self._bwrap is not None:
+      kill_tree(self._bwrap.pid)
+      try:
+        self._bwrap.wait(timeout=10)
+      except subprocess.TimeoutExpired:
+        pass
+      for stream in (self._bwrap.stdout, self._bwrap.stderr):
+        stream.close()
+    for fd in [*self._ns.values(), self._root_fd, self._outer_userns]:
+      if fd is not None:
+        os.close(fd)
+    self._ns.clear()
+    self._root_fd = self._outer_userns = None
+    if self.cgroup is not None and not self.cgroup.close():
+      log.warning("sandbox cgroup %s could not be removed (a process stuck in the kernel?)",
+                  self.cgroup.dirs)
 
   def __enter__(self) -> "Sandbox":
     return self
@@ -311,54 +422,72 @@ class Sandbox:
     self.close()
 
   # ---- processes ---------------------------------------------------------------------------
-  def _prefix(self, as_root: bool) -> list[str]:
-    namespaces = ["-m", "-p", "-n", "-i", "-u", "-r", "-w"]
-    if as_root and self.mode == "root":  # harness-only: host root in the sandbox's mount view (reads, chown)
-      return ["nsenter", "-t", str(self.pid), *namespaces, "--"]
-    # Join the user namespace too. Capabilities gained by entering it are lost at the next exec
-    # (the uid is not the namespace's root), and no_new_privs keeps them lost.
-    no_new_privs = ["setpriv", "--no-new-privs", "--"]
+  def _workload_entry(self) -> list[str]:
+    """nsenter into all six namespaces as the sandbox user (no capabilities, no_new_privs).
+    Capabilities gained by entering the user namespace are lost at the next exec (the uid is
+    not the namespace's root), and no_new_privs keeps them lost."""
+    no_new_privs = [self._bin["setpriv"], "--no-new-privs", "--"]
+    shared = ["mnt", "pid", "net", "ipc", "uts"]
     if self.mode == "root":
       # nsenter drops supplementary groups (before entering, while it still may) and sets uid/gid.
-      return ["nsenter", "-t", str(self.pid), *namespaces, "-U", "-S", str(self.uid),
-              "-G", str(self.gid), "--", *no_new_privs]
-    # User mode: bwrap denies setgroups in its user namespace and maps the caller's uid/gid to
-    # themselves, so the (already unprivileged) caller keeps its credentials as they are.
-    if self._outer_userns is None:
-      return ["nsenter", "-t", str(self.pid), *namespaces, "-U", "--preserve-credentials", "--",
-              *no_new_privs]
-    # The mount/pid/net/ipc/uts namespaces belong to bwrap's outer user namespace (see
-    # _outer_user_namespace): join them through it, then step into the payload's inner one.
-    return ["nsenter", "-t", str(self.pid), f"--user=/proc/self/fd/{self._outer_userns}",
-            *namespaces, "--preserve-credentials", "--",
-            # inside the sandbox's /proc the payload's parent (bwrap's init) is pid 1
-            "nsenter", "-t", "1", "-U", "--preserve-credentials", "--", *no_new_privs]
+      return [*self._privileged_entry(shared), f"--user={self._fd_path(self._ns['user'])}",
+              "-S", str(self.uid), "-G", str(self.gid), "--", *no_new_privs]
+    # User mode: the mount/pid/net/ipc/uts namespaces belong to bwrap's outer user namespace
+    # (see _outer_user_namespace): join them through it, then step into the inner one by its
+    # fd (inherited; /proc/self is the sandbox's procfs here, and the process is in its pid
+    # namespace). The second nsenter is the host's, from the read-only /usr of a mount
+    # namespace the workload cannot change. bwrap denies setgroups and maps the caller's
+    # uid/gid to themselves, so credentials are preserved.
+    return [*self._privileged_entry(shared), "--", self._bin["nsenter"],
+            f"--user={self._fd_path(self._ns['user'])}", "--preserve-credentials", "--", *no_new_privs]
+
+  def _service_entry(self) -> list[str]:
+    """The sandbox's mount/net/ipc/uts namespaces but not its pid or user namespace, so the
+    workload can't see, signal or trace the process: root mode as SERVICE_UID, user mode as
+    the outer namespace's root with every capability dropped."""
+    shared = ["mnt", "net", "ipc", "uts"]
+    if self.mode == "root":
+      return [*self._privileged_entry(shared), "-S", str(SERVICE_UID), "-G", str(SERVICE_UID), "--",
+              self._bin["setpriv"], "--no-new-privs", "--"]
+    return [*self._privileged_entry(shared), "--", self._bin["setpriv"], "--inh-caps=-all",
+            "--bounding-set=-all", "--no-new-privs", "--"]
 
   def _limits(self) -> list[str]:
     """A `prlimit` wrapper that sets the rlimits and execs the rest. Not a preexec_fn: that is
     unsafe in a threaded process (slots, HTTP handlers) and forces a slow fork (and a warning
     per spawn once JAX is loaded); with a plain argv, subprocess can use vfork/posix_spawn."""
     c = self.config
-    return ["prlimit", f"--as={c.memory_mb << 20}", f"--nproc={c.nproc}", f"--cpu={c.cpu_seconds}",
-            f"--fsize={c.file_mb << 20}", f"--nofile={c.nofile}", "--core=0", "--"]
+    return [self._bin["prlimit"], f"--as={c.memory_mb << 20}", f"--nproc={c.nproc}",
+            f"--cpu={c.cpu_seconds}", f"--fsize={c.file_mb << 20}", f"--nofile={c.nofile}", "--core=0", "--"]
 
-  def spawn(self, argv: Sequence[str], *, env: dict[str, str] | None = None, cwd: str = HOME,
-            as_root: bool = False, **popen: Any) -> subprocess.Popen:
-    """Starts `argv` inside the sandbox as the sandbox user (own session, rlimits applied)."""
+  def _popen(self, entry: list[str], argv: Sequence[str], env: dict[str, str] | None, cwd: str,
+             popen: dict[str, Any]) -> subprocess.Popen:
     if not self.alive():
       raise RuntimeError("sandbox is closed")
     env = dict(env if env is not None else sandbox_env())
-    inner = ["/usr/bin/env", "-i", *[f"{k}={v}" for k, v in env.items()],
-             "/bin/sh", "-c", 'cd "$0" && exec "$@"', cwd, *argv]
-    if self._outer_userns is not None:
-      popen["pass_fds"] = (*popen.get("pass_fds", ()), self._outer_userns)
-    return subprocess.Popen(([] if as_root else self._limits()) + self._prefix(as_root) + inner,
-                            start_new_session=True, env={"PATH": "/usr/sbin:/usr/bin:/bin"}, **popen)
+    inner = [self._bin["env"], "-i", *[f"{k}={v}" for k, v in env.items()],
+             self._bin["sh"], "-c", 'cd "$0" && exec "$@"', cwd, *argv]
+    popen["pass_fds"] = (*popen.get("pass_fds", ()), *self._held_fds())
+    join = self.cgroup.join_argv() if self.cgroup else []
+    return subprocess.Popen(join + self._limits() + entry + inner, start_new_session=True,
+                            env=HARNESS_ENV, **popen)
+
+  def spawn(self, argv: Sequence[str], *, env: dict[str, str] | None = None, cwd: str = HOME,
+            **popen: Any) -> subprocess.Popen:
+    """Starts `argv` inside the sandbox as the sandbox user (own session, rlimits, cgroup)."""
+    return self._popen(self._workload_entry(), argv, env, cwd, popen)
+
+  def spawn_service(self, argv: Sequence[str], *, env: dict[str, str] | None = None,
+                    **popen: Any) -> subprocess.Popen:
+    """Starts a harness service (the X server) on the sandbox's filesystem and network but out
+    of the workload's reach (see _service_entry). Killed by `close()`."""
+    p = self._popen(self._service_entry(), argv, env, "/", popen)
+    self._services.append(p)
+    return p
 
   def run(self, argv: Sequence[str], *, input: bytes | None = None, timeout: float = 60,
-          as_root: bool = False, check: bool = False, cwd: str = HOME) -> subprocess.CompletedProcess:
-    p = self.spawn(argv, as_root=as_root, cwd=cwd if not as_root else "/", stdin=subprocess.PIPE,
-                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+          check: bool = False, cwd: str = HOME) -> subprocess.CompletedProcess:
+    p = self.spawn(argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
       out, err = p.communicate(input, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -372,21 +501,23 @@ class Sandbox:
     return result
 
   # ---- files (harness side) ----------------------------------------------------------------
+  def restore_home(self) -> None:
+    """Gives the home back to the sandbox user with mode 0700, whatever the workload did to it
+    (`chmod 000 ~` would otherwise stop every later shell from starting)."""
+    self._files.set_owner_and_mode(HOME, self.uid, self.gid, 0o700)
+
   def write_file(self, path: str, data: bytes, mode: str = "644") -> None:
     """Writes a file as the sandbox user (parents created); `path` is a sandbox path."""
     path = path if path.startswith("/") else f"{HOME}/{path}"
     self.run(["/bin/sh", "-c", 'mkdir -p "$(dirname "$0")" && cat > "$0" && chmod "$1" "$0"', path, mode],
-             input=data, check=True)
+             input=data, check=True, cwd="/")
 
   def read_file(self, path: str, limit: int = 64 << 20) -> bytes | None:
-    """Reads a sandbox file as seen inside the sandbox (symlinks resolve in the sandbox,
-    never on the host); None if it doesn't exist or isn't a regular file."""
-    path = path if path.startswith("/") else f"{HOME}/{path}"
-    r = self.run(["/bin/sh", "-c", '[ -f "$0" ] || exit 3; head -c "$1" -- "$0"', path, str(limit)],
-                 as_root=self.mode == "root")
-    return r.stdout if r.returncode == 0 else None
+    """A sandbox file's bytes as seen inside the sandbox (symlinks resolve in the sandbox, never
+    on the host), read by the harness itself. None only if verifiably absent; `Unreadable` if it
+    exists but can't be read (permissions, not a regular file, on /proc)."""
+    return self._files.read_file(path if path.startswith("/") else f"{HOME}/{path}", limit)
 
   def list_dir(self, path: str = HOME) -> list[str] | None:
-    path = path if path.startswith("/") else f"{HOME}/{path}"
-    r = self.run(["/bin/sh", "-c", '[ -d "$0" ] || exit 3; ls -A1 -- "$0"', path], as_root=self.mode == "root")
-    return r.stdout.decode(errors="replace").splitlines() if r.returncode == 0 else None
+    """Sorted entry names; None only if verifiably absent, else `Unreadable` when not listable."""
+    return self._files.list_dir(path if path.startswith("/") else f"{HOME}/{path}")

@@ -1,0 +1,180 @@
+"""A cgroup per sandbox bounding its total memory (page cache, tmpfs, memfd and kernel
+memory included) and its process count, where this process may create one.
+
+Child cgroups are only ever created under this process's *own* cgroup (read from
+/proc/self/cgroup), never elsewhere in the hierarchy. Two layouts:
+- cgroup v1: one child per controller (`memory`, `pids`), each in its own hierarchy;
+- cgroup v2: one child in the unified hierarchy, used only when this process's cgroup
+  already delegates `memory` and `pids` to its children (`cgroup.subtree_control`);
+  enabling them ourselves would need our own cgroup to be empty, which it is not.
+v1 is preferred when both exist: on hybrid hosts the v2 hierarchy often lacks the
+controllers. `create` returns None with the reason when neither works (no write access,
+no controller): the caller decides whether that is fatal.
+
+Processes join by writing their pid into each child's `cgroup.procs` before they
+exec the workload (see `join_argv`); children inherit the cgroup on fork.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+import signal
+import time
+
+V1_CONTROLLERS = ("memory", "pids")
+
+
+@dataclasses.dataclass
+class SandboxCgroup:
+  version: int
+  dirs: tuple[str, ...]  # v1: one per controller; v2: one
+
+  @property
+  def procs_files(self) -> tuple[str, ...]:
+    return tuple(os.path.join(d, "cgroup.procs") for d in self.dirs)
+
+  def join_argv(self) -> list[str]:
+    """An argv prefix that moves itself into this cgroup, then execs the rest. A shell is the
+    one thing that writes a file and execs without a Python preexec_fn (unsafe with threads)."""
+    return ["/bin/sh", "-c", 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; '
+            'shift; exec "$@"', "cgroup-join", *self.procs_files, "--"]
+
+  def pids(self) -> list[int]:
+    out: set[int] = set()
+    for path in self.procs_files:
+      try:
+        with open(path) as f:
+          out.update(int(line) for line in f if line.strip())
+      except OSError:
+        pass
+    return sorted(out)
+
+  def memory_limit(self) -> int:
+    name = "memory.limit_in_bytes" if self.version == 1 else "memory.max"
+    with open(os.path.join(self.dirs[0], name)) as f:
+      return int(f.read())
+
+  def close(self, timeout: float = 5.0) -> bool:
+    """Kills what is left inside and removes the cgroup(s). False if one could not be removed
+    (a process in uninterruptible sleep); the caller reports it."""
+    deadline = time.monotonic() + timeout
+    remaining = list(self.dirs)
+    while remaining:
+      for pid in self.pids():
+        try:
+          os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+          pass
+      for d in list(remaining):
+        try:
+          os.rmdir(d)
+          remaining.remove(d)
+        except FileNotFoundError:
+          remaining.remove(d)
+        except OSError:
+          pass
+      if remaining:
+        if time.monotonic() > deadline:
+          return False
+        time.sleep(0.02)
+    return True
+
+
+def _own_cgroups() -> dict[str, str]:
+  """{controller or '' (v2): path} from /proc/self/cgroup."""
+  out = {}
+  with open("/proc/self/cgroup") as f:
+    for line in f:
+      _, controllers, path = line.rstrip("\n").split(":", 2)
+      for c in controllers.split(",") if controllers else [""]:
+        out[c] = path
+  return out
+
+
+def _mounts() -> list[tuple[str, str, str, set[str]]]:
+  """(fstype, root inside the hierarchy, mount point, super options) of cgroup mounts."""
+  out = []
+  with open("/proc/self/mountinfo") as f:
+    for line in f:
+      left, right = line.split(" - ", 1)
+      fields, rfields = left.split(), right.split()
+      if rfields[0] in ("cgroup", "cgroup2"):
+        out.append((rfields[0], fields[3], fields[4], set(rfields[2].split(","))))
+  return out
+
+
+def _under(mount_root: str, mount_point: str, own: str) -> str | None:
+  """Our cgroup's directory in a mount whose root is `mount_root` (a cgroup namespace or a
+  bind of a sub-tree shows only part of the hierarchy)."""
+  if mount_root == "/":
+    return mount_point + own.rstrip("/")
+  if own == mount_root or own.startswith(mount_root.rstrip("/") + "/"):
+    return mount_point + own[len(mount_root.rstrip("/")):]
+  return None
+
+
+def _make_child(parent: str, name: str, limits: dict[str, str]) -> str:
+  path = os.path.join(parent, name)
+  os.mkdir(path)
+  try:
+    for fname, value in limits.items():
+      with open(os.path.join(path, fname), "w") as f:
+        f.write(value)
+  except OSError:
+    os.rmdir(path)
+    raise
+  return path
+
+
+def create(memory_bytes: int, pids_max: int) -> tuple[SandboxCgroup | None, str]:
+  """A fresh child cgroup with the limits set, or (None, why not)."""
+  try:
+    own, mounts = _own_cgroups(), _mounts()
+  except OSError as e:
+    return None, f"cannot read this process's cgroups: {e}"
+  name = f"mage-sandbox-{os.getpid()}-{secrets.token_hex(4)}"
+  reasons = []
+  parents = {}
+  for fstype, root, point, opts in mounts:
+    for c in V1_CONTROLLERS:
+      if fstype == "cgroup" and c in opts and c in own:
+        parents.setdefault(c, _under(root, point, own[c]))
+  if all(parents.get(c) for c in V1_CONTROLLERS):
+    made: list[str] = []
+    try:
+      limits = {"memory": {"memory.limit_in_bytes": str(memory_bytes)}, "pids": {"pids.max": str(pids_max)}}
+      for c in V1_CONTROLLERS:
+        made.append(_make_child(parents[c], name, limits[c]))
+      memsw = os.path.join(made[0], "memory.memsw.limit_in_bytes")
+      if os.path.exists(memsw):  # swap counted too, where the kernel accounts it
+        with open(memsw, "w") as f:
+          f.write(str(memory_bytes))
+      return SandboxCgroup(1, tuple(made)), ""
+    except OSError as e:
+      SandboxCgroup(1, tuple(made)).close()
+      reasons.append(f"cgroup v1 {parents}: {e}")
+  else:
+    reasons.append(f"cgroup v1: no writable hierarchy for {[c for c in V1_CONTROLLERS if not parents.get(c)]}")
+  for fstype, root, point, _ in mounts:
+    if fstype != "cgroup2" or "" not in own:
+      continue
+    parent = _under(root, point, own[""])
+    if parent is None:
+      continue
+    try:
+      with open(os.path.join(parent, "cgroup.subtree_control")) as f:
+        delegated = set(f.read().split())
+      if not {"memory", "pids"} <= delegated:
+        reasons.append(f"cgroup v2 {parent}: memory/pids not delegated to children "
+                       f"(cgroup.subtree_control: {sorted(delegated)})")
+        continue
+      path = _make_child(parent, name, {"memory.max": str(memory_bytes), "pids.max": str(pids_max)})
+      swap = os.path.join(path, "memory.swap.max")
+      if os.path.exists(swap):  # no swapping past the bound either
+        with open(swap, "w") as f:
+          f.write("0")
+      return SandboxCgroup(2, (path,)), ""
+    except OSError as e:
+      reasons.append(f"cgroup v2 {parent}: {e}")
+  return None, "; ".join(reasons) or "no cgroup hierarchy mounted"
