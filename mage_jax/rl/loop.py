@@ -33,7 +33,7 @@ from mage_jax.rl import objective as obj_lib
 from mage_jax.rl.admission import AdmissionWindow
 from mage_jax.rl.batch import RLSample, pack_rl_batch
 from mage_jax.rl.rollout_client import RolloutClient
-from mage_jax.rl.rollouts import RolloutContext, RolloutFn, RolloutGroup
+from mage_jax.rl.rollouts import RolloutContext, RolloutFn, RolloutGroup, spray_stats
 from mage_jax.rl.sampler import FrontierSampler
 from mage_jax.rl.workers import RolloutWorkers
 from mage_jax.train import checkpoint as ckpt_lib
@@ -142,6 +142,7 @@ def rollout_stats(groups: Sequence[RolloutGroup], samples: Sequence[RLSample], v
          "parse_errors": float(sum(e.parse_errors for g in groups for e in g.episodes)),
          "max_staleness": float(max(stale) if stale else 0)}
   out.update({f"staleness_{k}": float(stale.get(k, 0)) for k in range(lag + 1)})
+  out.update(spray_stats(groups))   # shell output bytes / clicks per step, click targets
   return out
 
 

@@ -15,8 +15,11 @@ call of each episode becomes one `RLSample` (multi-turn: every step is
 trained), the episode's reward is the task checker's score. Invalid model
 output is the harness's business (a parse error is a step of the budget,
 counted in the episode result, and its tokens are still trained with the
-episode's advantage). An episode whose environment failed (status env_error)
-is not a policy failure: it is left out of the group and counted. A dead or
+episode's advantage). What the workload does to its environment is the
+policy's outcome: an episode whose sandbox or display it destroyed (status
+env_lost) is in the group with its checker score, 0 when the state is
+unreadable. Only a harness fault the workload cannot cause (status env_error)
+is left out of the group, and counted. A dead or
 misbehaving engine raises `RolloutError` out of the group (never a silent
 env_error).
 
@@ -33,6 +36,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from mage_jax.agent.env import Env
+from mage_jax.agent.spray import mean_of as spray_means
 from mage_jax.agent.episode import EpisodeConfig, EpisodeResult, PolicyOutput, PolicyRequest
 from mage_jax.agent.slots import Job, LocalSlotPool
 from mage_jax.agent.tasks.package import TaskPackage
@@ -81,6 +85,12 @@ class RolloutGroup:
   @property
   def num_samples(self) -> int:
     return sum(len(e.samples) for e in self.episodes)
+
+
+def spray_stats(groups: Sequence[RolloutGroup]) -> dict[str, float]:
+  """Mean spray metrics (agent/spray.py) of the groups' episodes: RL drifting toward floods or
+  click sprays shows here before it shows as reward."""
+  return spray_means([e.spray for g in groups for e in g.episodes])
 
 
 class RolloutFn(Protocol):
