@@ -160,3 +160,25 @@ def test_grounding_and_exit_status(tmp_path):
   assert json.loads((tmp_path / "none" / "e.import_report.json").read_text())["skipped_total"] == 1
   r = _run("--format=grounding", f"--src={tmp_path / 'absent.jsonl'}", f"--out={out}")
   assert r.returncode != 0 and "no such file" in r.stderr
+
+
+def test_bad_bytes_deep_json_and_repeats_are_skipped_not_fatal(tmp_path):
+  """Before: the first line that is not UTF-8 aborted the command with UnicodeDecodeError."""
+  good = json.dumps(_chat(0, [])).replace("<image>", "").encode()
+  lines = [b"\xef\xbb\xbf" + good,                                  # BOM: accepted
+           good.replace(b"chat-0", b"chat-1").replace(b"Task", b"T\xe2\x28sk"),  # not UTF-8
+           b"[" * 100_000,                                           # too deep to parse
+           good,                                                     # chat-0 again
+           good.replace(b'"chat-0"', b'"\\ud83d-2"'),                 # lone surrogate id
+           good.replace(b"chat-0", b"chat-5")]
+  src = tmp_path / "bytes.jsonl"
+  src.write_bytes(b"\n".join(lines) + b"\n")
+  out = tmp_path / "out" / "episodes.jsonl"
+  r = _run("--format=messages", f"--src={src}", f"--out={out}")
+  assert r.returncode == 0, r.stderr
+  assert "imported 2 of 6 records" in r.stdout
+  for line, kind in ((2, tr.INVALID_UTF8), (3, tr.TOO_DEEP), (4, tr.DUPLICATE_ID), (5, tr.INVALID_FIELD)):
+    assert f"{src}:{line}" in r.stdout and kind in r.stdout.split(f"{src}:{line}")[1].splitlines()[0]
+  report = json.loads((tmp_path / "out" / "episodes.import_report.json").read_text(encoding="utf-8"))
+  assert report["skipped"] == {tr.DUPLICATE_ID: 1, tr.INVALID_FIELD: 1, tr.INVALID_UTF8: 1, tr.TOO_DEEP: 1}
+  assert [e.id for e in tr.read_episodes(str(out), "none")] == ["chat-0", "chat-5"]
