@@ -341,7 +341,7 @@ def test_mage_vl_export_layout_and_reload(tmp_path):
   assert pre["image_std"] == [0.26862954, 0.26130258, 0.27577711]
   assert pre["do_resize"] and pre["do_normalize"] and pre["do_rescale"]
   template = open(tmp_path / "out" / "chat_template.jinja").read()
-  assert "<|im_start|>" in template and "tool_call" in template
+  assert "<|im_start|>" in template and "<|vision_start|><|image_pad|><|vision_end|>" in template
   tok_cfg = json.load(open(tmp_path / "out" / "tokenizer_config.json"))
   assert "chat_template" not in tok_cfg and tok_cfg["eos_token"] == "<|im_end|>"
   added = json.load(open(tmp_path / "out" / "added_tokens.json"))

@@ -19,9 +19,12 @@ file list and sizes, not their contents):
   published processors wrap `Qwen2VLImageProcessor`) with patch 16, merge 2,
   temporal patch 1, min/max pixels 3,136/4,000,000 and the CLIP mean/std from
   DESIGN.md; `processor_class` "MageVLProcessor".
-- `chat_template.jinja`: the Qwen3 template shipped with the tokenizer
-  (text-only; servers insert image placeholders for string-content templates).
-  The published template is smaller and probably differs.
+- `chat_template.jinja`: `MAGE_VL_CHAT_TEMPLATE`, which renders each message
+  verbatim in the Qwen3 turn layout and each image part as one vision block, so
+  a rendered prompt sent as chat messages (`agent.policies.prompt_to_messages`)
+  comes back as the same token ids from vLLM's chat route (mage_vllm plugin) and
+  the embedded rollout server. The Qwen3 template would rewrite the <think>
+  parts of earlier assistant turns. The published template probably differs.
 - `generation_config.json`: bos/eos/pad ids only.
 - The remote-code files (`configuration_mage_vl.py`, `modeling_mage_vl.py`,
   `processing_mage_vl.py`, video processor files) are not ours to ship; pass
@@ -43,6 +46,30 @@ CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
 MAGE_VL_FILES = ("config.json", "generation_config.json", "tokenizer.json",
                  "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json",
                  "added_tokens.json", "chat_template.jinja", "preprocessor_config.json")
+
+
+# Content is verbatim: the caller's messages already hold the Qwen3 text layout
+# (tools in the system turn, <think>…</think> + Action: + <tool_call> in assistant
+# turns, <tool_response> in user turns). A list content is the OpenAI parts form
+# (vLLM passes image parts as {"type": "image"}); roles other than these three are
+# refused because the Qwen3 layout has no turn for them.
+MAGE_VL_CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{%- if message['role'] not in ['system', 'user', 'assistant'] %}"
+    "{{- raise_exception('Mage-VL chat template: role ' + message['role'] + ' is not system, "
+    "user or assistant (tool results go in a user turn as <tool_response>...</tool_response>)') }}"
+    "{%- endif %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' }}"
+    "{%- if message['content'] is string %}{{- message['content'] }}"
+    "{%- else %}{%- for part in message['content'] %}"
+    "{%- if part['type'] == 'text' %}{{- part['text'] }}"
+    "{%- elif part['type'] in ['image', 'image_url'] %}"
+    "{{- '<|vision_start|><|image_pad|><|vision_end|>' }}"
+    "{%- endif %}{%- endfor %}{%- endif %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
 
 
 def default_tokenizer_dir() -> str:
@@ -106,11 +133,9 @@ def write_mage_vl_files(out_dir: str, cfg: MageVLConfig, dtype: str,
   _dump(out_dir, "generation_config.json", generation_config())
   tok_cfg = _copy_tokenizer(out_dir, tokenizer_dir or default_tokenizer_dir())
   # The published layout keeps the template in its own file, not in tokenizer_config.
-  template = tok_cfg.pop("chat_template", None)
-  if template is None:
-    raise ValueError(f"{tokenizer_dir}/tokenizer_config.json has no chat_template")
+  tok_cfg.pop("chat_template", None)
   with open(os.path.join(out_dir, "chat_template.jinja"), "w") as f:
-    f.write(template)
+    f.write(MAGE_VL_CHAT_TEMPLATE)
   tok_cfg["processor_class"] = "MageVLProcessor"
   _dump(out_dir, "tokenizer_config.json", tok_cfg)
   added = tok_cfg.get("added_tokens_decoder", {})
