@@ -16,6 +16,7 @@ from mage_jax.agent.episode import EpisodeConfig, PolicyOutput, run_episode
 from mage_jax.agent.policies import OpenAIChatPolicy, ScriptedPolicy, prompt_to_messages
 from mage_jax.agent.slots import Job, LocalSlotPool
 from mage_jax.agent.tasks.builtin import builtin_packages
+from mage_jax.agent.tasks.package import package_from_dict
 from mage_jax.data import trajectory as tr
 from tests._agent_helpers import builtin_suite_run, local_env, needs_sandbox
 
@@ -301,3 +302,127 @@ def test_launch_eval_smoke(tmp_path):
   assert "| all | 3 | 0 | 100.0% |" in r.stdout
   res = json.loads((tmp_path / "results.json").read_text())
   assert res["summary"][-1]["success_rate"] == 1.0 and len(res["episodes"]) == 3
+
+
+# ---- a workload that crashes the harness: the policy's outcome, never env_error ----------------
+def _bash_task(commands, kind="terminal", setup=()):
+  calls = [{"name": "bash", "arguments": {"command": c}} for c in commands]
+  calls.append({"name": "computer_use", "arguments": {"action": "terminate", "status": "success"}})
+  return package_from_dict({"id": "hostile", "kind": kind, "instruction": "Write hello.txt.", "setup": list(setup),
+                            "checker": {"type": "file_text", "path": "hello.txt", "equals": "hello world"},
+                            "reference": calls})
+
+
+class _KillsItsEnvironment(ScriptedPolicy):
+  """Replays the task, and before step `at` kills part of the environment from the host (what a
+  workload that found a way to do it would leave behind)."""
+
+  def __init__(self, env, at, kill):
+    super().__init__()
+    self.env, self.at, self.kill = env, at, kill
+
+  def act(self, request):
+    if request.t == self.at:
+      self.kill(self.env)
+    return super().act(request)
+
+
+@needs_sandbox
+@pytest.mark.timeout(120)
+def test_kill_everything_is_the_policys_outcome(tmp_path):
+  """Old harness: `kill -9 -1` took the sandbox down, the next command raised RuntimeError and the
+  slot pool reported env_error, which the success rate and GRPO groups leave out."""
+  pool = LocalSlotPool(local_env, EpisodeConfig(out_dir=str(tmp_path), score_settle=0), num_slots=1)
+  task = _bash_task(["echo 'hello world' > hello.txt", "kill -9 -1", "echo after"])
+  try:
+    [res] = list(pool.run([Job(task, ScriptedPolicy(), "k")]))
+  finally:
+    pool.close()
+  assert res.status in ("terminated", "env_lost"), (res.status, res.error)
+  assert res.score == (1.0 if res.status == "terminated" else 0.0)
+
+
+@needs_sandbox
+@pytest.mark.timeout(120)
+def test_a_dead_sandbox_ends_the_episode_scored_as_it_stands(tmp_path):
+  """Old harness: RuntimeError('sandbox is closed') out of env.step -> env_error."""
+  from mage_jax.agent import sandbox as sb
+  env = local_env()
+  task = _bash_task(["echo 'hello world' > hello.txt", "cat hello.txt", "echo more"])
+  try:
+    res = run_episode(env, task, _KillsItsEnvironment(env, 2, lambda e: sb.kill_tree(e.sandbox._bwrap.pid)),
+                      EpisodeConfig(out_dir=str(tmp_path), score_settle=0))
+    try:  # the checker scores the state as it stands: still readable (1.0) or unreadable (0.0)
+      expected = float(env.read_file("hello.txt") == b"hello world\n")
+    except sb.Unreadable:
+      expected = 0.0
+  finally:
+    env.close()
+  assert res.status == "env_lost" and "sandbox is gone" in res.error and res.steps == 2
+  assert res.score == expected
+  row = evaluation.summarize([res])[-1]
+  assert row["env_errors"] == 0 and row["env_lost"] == 1 and row["success_rate"] == expected
+
+
+@needs_sandbox
+@pytest.mark.timeout(120)
+def test_a_dead_x_server_ends_the_episode_not_the_harness(tmp_path):
+  """Old harness: the next GUI action raised an Xlib connection error -> env_error."""
+  env = local_env()
+  task = package_from_dict({
+      "id": "x", "kind": "gui", "instruction": "x", "checker": {"type": "file_exists", "path": "out.json"},
+      "reference": [{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [10, 10]}},
+                    {"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [20, 20]}},
+                    {"name": "computer_use", "arguments": {"action": "terminate", "status": "success"}}]})
+
+  def kill_x(e):
+    e.desktop._xvfb.kill()
+    e.desktop._xvfb.wait()
+  try:
+    res = run_episode(env, task, _KillsItsEnvironment(env, 2, kill_x), EpisodeConfig(out_dir=str(tmp_path),
+                                                                                      score_settle=0))
+  finally:
+    env.close()
+  assert res.status == "env_lost" and "X display is gone" in res.error and res.score == 0.0
+
+
+def test_unreadable_reads_score_zero():
+  """A checker read the workload made hang (a FIFO) or whose sandbox died is Unreadable -> 0."""
+  import subprocess
+  from mage_jax.agent import sandbox as sb
+  from mage_jax.agent.env import LocalEnv
+  from mage_jax.agent.tasks import checkers
+
+  class FailingSandbox:
+    def __init__(self, alive, error):
+      self._alive, self.error = alive, error
+
+    def alive(self):
+      return self._alive
+
+    def read_file(self, path):
+      raise self.error
+    list_dir = read_file
+
+  spec = {"type": "file_text", "path": "hello.txt", "equals": "hello world"}
+  env = LocalEnv()
+  for sandbox in (FailingSandbox(True, subprocess.TimeoutExpired(["head"], 60)),
+                  FailingSandbox(False, RuntimeError("sandbox is closed"))):
+    env.sandbox = sandbox
+    with pytest.raises(sb.Unreadable):
+      env.read_file("hello.txt")
+    assert checkers.score(env, spec) == 0.0
+  env.sandbox = FailingSandbox(True, RuntimeError("a harness bug"))
+  with pytest.raises(RuntimeError, match="a harness bug"):   # not the workload's doing: it propagates
+    env.read_file("hello.txt")
+
+
+def test_env_errors_are_counted_and_reported():
+  from mage_jax.agent.episode import EpisodeResult
+  rs = [EpisodeResult("a", "terminal", None, score=1.0, status="terminated"),
+        EpisodeResult("b", "terminal", None, score=0.0, status="env_lost", error="the sandbox is gone"),
+        EpisodeResult("c", "terminal", None, status="env_error", error="OSError: No space left on device\ntb")]
+  row = evaluation.summarize(rs)[-1]
+  assert row["env_errors"] == 1 and row["env_lost"] == 1
+  assert row["success_rate"] == 0.5 and row["success_rate_all"] == pytest.approx(1 / 3)
+  assert row["env_error_reasons"] == {"OSError: No space left on device": 1}

@@ -6,6 +6,13 @@
   score() -> float               the task's checker on the current state
   close()
 
+What the workload does to its environment is the policy's outcome. If it kills
+the sandbox or the X display, `step` says so in `Observation.env_lost` (the
+episode ends there and is scored as it stands) instead of raising, and reads
+of a dead sandbox raise `Unreadable`, which checkers score 0. Only exceptions
+the workload cannot cause (a harness bug, the host out of disk) leave `step`
+or `score`; the slot pool reports those as `env_error`.
+
 `remote.RemoteEnv` implements the same interface against an OSWorld-style server.
 """
 from __future__ import annotations
@@ -14,15 +21,17 @@ import abc
 import dataclasses
 import json
 import os
+import subprocess
 import time
 from typing import Any
 
 from PIL import Image
 
 from mage_jax.actions import schema as tools
-from mage_jax.agent.sandbox import HOME, Sandbox, SandboxConfig, sandbox_env
+from mage_jax.agent.sandbox import HOME, Sandbox, SandboxConfig, Unreadable, sandbox_env
 from mage_jax.agent.tasks import checkers, preparers
 from mage_jax.agent.tasks.package import TaskPackage
+from mage_jax.agent.terminal import SANDBOX_LOST, PersistentShell
 
 APPS_HOST_DIR = os.path.join(os.path.dirname(__file__), "tasks", "builtin", "apps")
 APPS_DIR = "/opt/mage_apps"
@@ -35,6 +44,7 @@ class Observation:
   screenshot: Image.Image | None = None
   done: bool = False                   # the policy terminated
   status: str | None = None            # terminate status
+  env_lost: str | None = None          # why the environment can't go on: the workload destroyed it
 
 
 @dataclasses.dataclass
@@ -85,7 +95,6 @@ class LocalEnv(Env):
 
   # ---- lifecycle ---------------------------------------------------------------------------
   def reset(self, task: TaskPackage) -> Observation:
-    from mage_jax.agent.terminal import PersistentShell
     self.close()
     self.task, self.terminal_outputs = task, []
     sb_cfg = dataclasses.replace(self.config.sandbox,
@@ -136,10 +145,29 @@ class LocalEnv(Env):
 
   # ---- checker context ---------------------------------------------------------------------
   def read_file(self, path: str) -> bytes | None:
-    return self.sandbox.read_file(path)
+    return self._read(self.sandbox.read_file, path)
 
   def list_dir(self, path: str) -> list[str] | None:
-    return self.sandbox.list_dir(path)
+    return self._read(self.sandbox.list_dir, path)
+
+  def _read(self, read, path: str):
+    """A harness read of workload state; what the workload did to make it fail is `Unreadable`."""
+    try:
+      return read(path)
+    except subprocess.TimeoutExpired as e:  # e.g. a FIFO swapped in for the file
+      raise Unreadable(f"{path}: the read did not finish in {e.timeout}s") from e
+    except RuntimeError as e:
+      if self.sandbox.alive():
+        raise
+      raise Unreadable(f"{path}: the sandbox is gone") from e
+
+  def lost(self) -> str | None:
+    """Why the environment can't go on, if the workload destroyed it; None while it is whole."""
+    if self.sandbox is not None and not self.sandbox.alive():
+      return SANDBOX_LOST
+    if self.desktop is not None and not self.desktop.alive():
+      return "the X display is gone: Xvfb was killed"
+    return None
 
   def score(self) -> float:
     return checkers.score(self, self.task.checker, self.task.root)
@@ -159,6 +187,23 @@ class LocalEnv(Env):
             tools.from_pixel(min(self.config.height - 1, round(y + h / 2)), self.config.height)]
 
   def step(self, name: str, arguments: dict[str, Any]) -> Observation:
+    """One call; the environment's death at the workload's hands is an observation, not an error."""
+    try:
+      obs = self._act(name, arguments)
+    except Exception:
+      reason = self.lost()
+      if reason is None:
+        raise  # not the workload's doing: a harness fault
+      return Observation(text=f"[{reason}]", env_lost=reason)
+    reason = self.lost()
+    if reason is not None:
+      text = obs.text or ""
+      if f"[{reason}]" not in text:  # the shell may have said so already
+        text = (text + "\n" if text else "") + f"[{reason}]"
+      return Observation(text=text, env_lost=reason)
+    return obs
+
+  def _act(self, name: str, arguments: dict[str, Any]) -> Observation:
     """Executes one call; an invalid one gets an error observation; terminal text and/or a screenshot."""
     reason = tools.validate_call(name, arguments)  # the parser validated it; a caller may not have
     if reason:

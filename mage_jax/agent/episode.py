@@ -68,7 +68,7 @@ class EpisodeResult:
   kind: str
   episode: tr.Episode | None
   score: float = 0.0
-  status: str = "budget"                   # terminated | budget | env_error
+  status: str = "budget"                   # terminated | budget | env_lost | env_error (see run_episode)
   steps: int = 0
   model_calls: int = 0
   output_tokens: int = 0
@@ -124,6 +124,11 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
                 episode_id: str | None = None, first_observation: Observation | None = None) -> EpisodeResult:
   """One episode. Env exceptions propagate (the slot pool reports them as env errors).
 
+  Statuses: `terminated` (the policy called terminate), `budget` (steps ran out), `env_lost` (the
+  workload destroyed its environment, e.g. `kill -9 -1`: the episode ends there and the checker
+  scores the state as it stands, 0 if unreadable; the policy's outcome like any other), and
+  `env_error` (set by the slot pool: an exception the workload can't cause, not scored).
+
   `first_observation`: the env was already reset for `task` (e.g. by the gates) and this is
   o_1; otherwise the episode starts with `env.reset(task)`.
   """
@@ -171,6 +176,9 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
     steps.append(tr.Step(current, parsed.think, parsed.summary, tr.ToolCall(parsed.name, parsed.arguments)))
     obs = env.step(parsed.name, parsed.arguments)
     res.records[-1].update(spray.observe(parsed.name, parsed.arguments, obs.text))
+    if obs.env_lost:
+      res.status, res.error = "env_lost", obs.env_lost
+      break
     if obs.done:
       res.status = "terminated"
       break

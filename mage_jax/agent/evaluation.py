@@ -27,12 +27,20 @@ def evaluate(tasks: Sequence[TaskPackage], policy_factory: Callable[[TaskPackage
 
 
 def _row(name: str, rs: list[EpisodeResult]) -> dict[str, Any]:
+  # env_error is only what the workload can't cause (a harness bug, the host out of disk), so it is
+  # left out of the rates but counted with its reasons; success_rate_all scores it as a failure,
+  # the bound to watch if env errors ever grow. env_lost (the workload killed its environment) is
+  # an ordinary scored episode.
   scored = [r for r in rs if r.status != "env_error"]
+  reasons = collections.Counter((r.error or "unknown").splitlines()[0][:200] for r in rs if r.status == "env_error")
   gui = sum(r.gui_actions for r in scored)
   term = sum(r.terminal_actions for r in scored)
   n = max(1, len(scored))
   return {"group": name, "episodes": len(rs), "env_errors": len(rs) - len(scored),
+          "env_error_reasons": dict(reasons.most_common(5)),
+          "env_lost": sum(r.status == "env_lost" for r in rs),
           "success_rate": sum(r.success for r in scored) / n,
+          "success_rate_all": sum(r.success for r in scored) / max(1, len(rs)),
           "mean_score": sum(r.score for r in scored) / n,
           "mean_steps": sum(r.steps for r in scored) / n,
           "model_calls_per_task": sum(r.model_calls for r in scored) / n,

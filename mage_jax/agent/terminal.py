@@ -52,7 +52,7 @@ done
 '''
 BEGIN_GRACE = 5.0   # s for the loop to print a begin marker; it does so as soon as it reads
 KILL_GRACE = 1.0    # s for the loop's end marker after the command's processes were killed
-_LOST_NOTE = "[the sandbox is gone: a command killed every process of the episode; nothing more runs]"
+SANDBOX_LOST = "the sandbox is gone: every process of the episode was killed"
 
 
 @dataclasses.dataclass
@@ -75,7 +75,7 @@ class ShellResult:
     if self.timed_out:
       text += "\n[command timed out and was killed]"
     if self.sandbox_lost:
-      text += "\n" + _LOST_NOTE
+      text += f"\n[{SANDBOX_LOST}]"
     elif self.restarted:
       text += "\n[the shell was restarted; its working directory and variables were reset]"
     if self.exit_code not in (0, None):
