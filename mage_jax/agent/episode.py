@@ -162,7 +162,9 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
                         "prompt_ids": out.prompt_ids, "completion_ids": out.completion_ids,
                         "logprobs": out.logprobs, "output_tokens": out_tokens,
                         "parse_error": parsed.error_kind,
-                        "raw": out.text if not parsed.ok else None})
+                        "raw": out.text if not parsed.ok else None,
+                        # for the episode viewer (launch.report): which episode, and the text as produced
+                        "episode_id": episode_id, "response": out.text})
     if not parsed.ok:
       errors[parsed.error_kind] += 1
       current = tr.Observation(current.screenshot, parsed.error_observation()
