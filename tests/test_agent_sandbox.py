@@ -448,3 +448,16 @@ def test_workload_cannot_kill_the_x_server(shell):
       assert shell.run("echo alive").output.strip() == "alive"
   finally:
     desk.close()
+
+
+@needs_sandbox
+def test_rlimits_apply_to_every_process(shell):
+  # one launcher sets them (dash `ulimit` beside the cgroup join, or prlimit): check the units
+  c = shell.sandbox.config
+  out = shell.sandbox.run(["/bin/cat", "/proc/self/limits"], check=True).stdout.decode()
+  limits = {line[:26].strip(): line[26:].split()[:2] for line in out.splitlines()[1:]}
+  expected = {"Max address space": c.memory_mb << 20, "Max processes": c.nproc,
+              "Max cpu time": c.cpu_seconds, "Max file size": c.file_mb << 20,
+              "Max open files": c.nofile, "Max core file size": 0}
+  for name, value in expected.items():
+    assert limits[name] == [str(value)] * 2, (name, limits[name])  # soft and hard

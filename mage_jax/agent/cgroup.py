@@ -23,6 +23,8 @@ import signal
 import time
 
 V1_CONTROLLERS = ("memory", "pids")
+# writes its own pid into each cgroup.procs named before `--`, then drops those arguments
+JOIN_SCRIPT = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; '
 
 
 @dataclasses.dataclass
@@ -34,11 +36,11 @@ class SandboxCgroup:
   def procs_files(self) -> tuple[str, ...]:
     return tuple(os.path.join(d, "cgroup.procs") for d in self.dirs)
 
-  def join_argv(self) -> list[str]:
-    """An argv prefix that moves itself into this cgroup, then execs the rest. A shell is the
-    one thing that writes a file and execs without a Python preexec_fn (unsafe with threads)."""
-    return ["/bin/sh", "-c", 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; '
-            'shift; exec "$@"', "cgroup-join", *self.procs_files, "--"]
+  def join_argv(self, then: str = "") -> list[str]:
+    """An argv prefix that moves itself into this cgroup, runs the shell code `then` (e.g.
+    `ulimit`s), and execs the rest. A shell is the one thing that writes a file and execs
+    without a Python preexec_fn (unsafe with threads)."""
+    return ["/bin/sh", "-c", JOIN_SCRIPT + then + 'exec "$@"', "cgroup-join", *self.procs_files, "--"]
 
   def pids(self) -> list[int]:
     out: set[int] = set()

@@ -57,7 +57,7 @@ import subprocess
 import sys
 import sysconfig
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from mage_jax.agent import cgroup as cgroup_lib
 from mage_jax.agent.sandbox_files import SandboxFiles, Unreadable
@@ -70,6 +70,7 @@ HARNESS_ENV = {"PATH": "/usr/sbin:/usr/bin:/bin"}
 NAMESPACES = ("mnt", "pid", "net", "ipc", "uts", "user")
 NSENTER_FLAG = {"mnt": "--mount", "pid": "--pid", "net": "--net", "ipc": "--ipc", "uts": "--uts",
                 "user": "--user"}
+_SH_IS_DASH = os.path.basename(os.path.realpath("/bin/sh")) == "dash"
 SERVICE_UID = 65533  # root mode: the X server's uid, one the workload (65534) can't signal
 log = logging.getLogger(__name__)
 
@@ -338,7 +339,7 @@ class Sandbox:
   def _fd_path(self, fd: int) -> str:
     return f"/proc/self/fd/{fd}"
 
-  def _privileged_entry(self, namespaces: Sequence[str]) -> list[str]:
+  def _privileged_entry(self, namespaces: Sequence[str], wd_fd: int | None = None) -> list[str]:
     """nsenter into `namespaces` with the harness's privileges there (root mode: host root;
     user mode: root of bwrap's outer user namespace). Only for start-up work that runs before
     any workload exists, and for the first hop of workload entry, which execs nothing but the
@@ -347,7 +348,8 @@ class Sandbox:
     if self._outer_userns is not None:
       args.append(f"--user={self._fd_path(self._outer_userns)}")
     args += [f"{NSENTER_FLAG[n]}={self._fd_path(self._ns[n])}" for n in namespaces]
-    args += [f"--root={self._fd_path(self._root_fd)}", f"--wd={self._fd_path(self._root_fd)}"]
+    wd = self._root_fd if wd_fd is None else wd_fd
+    args += [f"--root={self._fd_path(self._root_fd)}", f"--wd={self._fd_path(wd)}"]
     if self._outer_userns is not None:
       args.append("--preserve-credentials")
     return args
@@ -422,7 +424,7 @@ class Sandbox:
     self.close()
 
   # ---- processes ---------------------------------------------------------------------------
-  def _workload_entry(self) -> list[str]:
+  def _workload_entry(self, wd_fd: int) -> list[str]:
     """nsenter into all six namespaces as the sandbox user (no capabilities, no_new_privs).
     Capabilities gained by entering the user namespace are lost at the next exec (the uid is
     not the namespace's root), and no_new_privs keeps them lost."""
@@ -430,7 +432,7 @@ class Sandbox:
     shared = ["mnt", "pid", "net", "ipc", "uts"]
     if self.mode == "root":
       # nsenter drops supplementary groups (before entering, while it still may) and sets uid/gid.
-      return [*self._privileged_entry(shared), f"--user={self._fd_path(self._ns['user'])}",
+      return [*self._privileged_entry(shared, wd_fd), f"--user={self._fd_path(self._ns['user'])}",
               "-S", str(self.uid), "-G", str(self.gid), "--", *no_new_privs]
     # User mode: the mount/pid/net/ipc/uts namespaces belong to bwrap's outer user namespace
     # (see _outer_user_namespace): join them through it, then step into the inner one by its
@@ -438,50 +440,69 @@ class Sandbox:
     # namespace). The second nsenter is the host's, from the read-only /usr of a mount
     # namespace the workload cannot change. bwrap denies setgroups and maps the caller's
     # uid/gid to themselves, so credentials are preserved.
-    return [*self._privileged_entry(shared), "--", self._bin["nsenter"],
+    return [*self._privileged_entry(shared, wd_fd), "--", self._bin["nsenter"],
             f"--user={self._fd_path(self._ns['user'])}", "--preserve-credentials", "--", *no_new_privs]
 
-  def _service_entry(self) -> list[str]:
+  def _service_entry(self, wd_fd: int) -> list[str]:
     """The sandbox's mount/net/ipc/uts namespaces but not its pid or user namespace, so the
     workload can't see, signal or trace the process: root mode as SERVICE_UID, user mode as
     the outer namespace's root with every capability dropped."""
     shared = ["mnt", "net", "ipc", "uts"]
     if self.mode == "root":
-      return [*self._privileged_entry(shared), "-S", str(SERVICE_UID), "-G", str(SERVICE_UID), "--",
+      return [*self._privileged_entry(shared, wd_fd), "-S", str(SERVICE_UID), "-G", str(SERVICE_UID), "--",
               self._bin["setpriv"], "--no-new-privs", "--"]
-    return [*self._privileged_entry(shared), "--", self._bin["setpriv"], "--inh-caps=-all",
+    return [*self._privileged_entry(shared, wd_fd), "--", self._bin["setpriv"], "--inh-caps=-all",
             "--bounding-set=-all", "--no-new-privs", "--"]
 
-  def _limits(self) -> list[str]:
-    """A `prlimit` wrapper that sets the rlimits and execs the rest. Not a preexec_fn: that is
-    unsafe in a threaded process (slots, HTTP handlers) and forces a slow fork (and a warning
-    per spawn once JAX is loaded); with a plain argv, subprocess can use vfork/posix_spawn."""
+  def _launcher(self) -> list[str]:
+    """The argv prefix that puts a process into the cgroup and sets the rlimits, then execs the
+    rest. Not a preexec_fn: that is unsafe in a threaded process (slots, HTTP handlers) and
+    forces a slow fork (and a warning per spawn once JAX is loaded); with a plain argv,
+    subprocess can use vfork/posix_spawn. Where /bin/sh is dash, its `ulimit` sets the limits in
+    the same exec as the cgroup join (each exec is a good part of the per-command cost)."""
     c = self.config
-    return [self._bin["prlimit"], f"--as={c.memory_mb << 20}", f"--nproc={c.nproc}",
-            f"--cpu={c.cpu_seconds}", f"--fsize={c.file_mb << 20}", f"--nofile={c.nofile}", "--core=0", "--"]
+    if self.cgroup is not None and _SH_IS_DASH:
+      # dash units: -v KiB, -f 512-byte blocks; hard and soft limits both
+      ulimits = (f"ulimit -v {c.memory_mb << 10} && ulimit -p {c.nproc} && ulimit -t {c.cpu_seconds} && "
+                 f"ulimit -f {c.file_mb << 11} && ulimit -n {c.nofile} && ulimit -c 0 || exit 125; ")
+      return self.cgroup.join_argv(then=ulimits)
+    join = self.cgroup.join_argv() if self.cgroup else []
+    return join + [self._bin["prlimit"], f"--as={c.memory_mb << 20}", f"--nproc={c.nproc}",
+                   f"--cpu={c.cpu_seconds}", f"--fsize={c.file_mb << 20}", f"--nofile={c.nofile}",
+                   "--core=0", "--"]
 
-  def _popen(self, entry: list[str], argv: Sequence[str], env: dict[str, str] | None, cwd: str,
-             popen: dict[str, Any]) -> subprocess.Popen:
+  def _popen(self, entry: Callable[[int], list[str]], argv: Sequence[str], env: dict[str, str] | None,
+             cwd: str, popen: dict[str, Any]) -> subprocess.Popen:
     if not self.alive():
       raise RuntimeError("sandbox is closed")
     env = dict(env if env is not None else sandbox_env())
-    inner = [self._bin["env"], "-i", *[f"{k}={v}" for k, v in env.items()],
-             self._bin["sh"], "-c", 'cd "$0" && exec "$@"', cwd, *argv]
-    popen["pass_fds"] = (*popen.get("pass_fds", ()), *self._held_fds())
-    join = self.cgroup.join_argv() if self.cgroup else []
-    return subprocess.Popen(join + self._limits() + entry + inner, start_new_session=True,
-                            env=HARNESS_ENV, **popen)
+    inner = [self._bin["env"], "-i", *[f"{k}={v}" for k, v in env.items()]]
+    # nsenter starts the process in `cwd` from an fd resolved inside the sandbox's root (one exec
+    # fewer than a `cd` inside); a missing or unreadable cwd goes through `cd`, which reports it
+    try:
+      wd_fd = self._files.open_dir(cwd)
+    except OSError:
+      wd_fd = None
+      inner += [self._bin["sh"], "-c", 'cd "$0" && exec "$@"', cwd]
+    try:
+      popen["pass_fds"] = (*popen.get("pass_fds", ()), *self._held_fds(),
+                           *([wd_fd] if wd_fd is not None else []))
+      return subprocess.Popen(self._launcher() + entry(self._root_fd if wd_fd is None else wd_fd)
+                              + inner + list(argv), start_new_session=True, env=HARNESS_ENV, **popen)
+    finally:
+      if wd_fd is not None:
+        os.close(wd_fd)
 
   def spawn(self, argv: Sequence[str], *, env: dict[str, str] | None = None, cwd: str = HOME,
             **popen: Any) -> subprocess.Popen:
     """Starts `argv` inside the sandbox as the sandbox user (own session, rlimits, cgroup)."""
-    return self._popen(self._workload_entry(), argv, env, cwd, popen)
+    return self._popen(self._workload_entry, argv, env, cwd, popen)
 
   def spawn_service(self, argv: Sequence[str], *, env: dict[str, str] | None = None,
                     **popen: Any) -> subprocess.Popen:
     """Starts a harness service (the X server) on the sandbox's filesystem and network but out
     of the workload's reach (see _service_entry). Killed by `close()`."""
-    p = self._popen(self._service_entry(), argv, env, "/", popen)
+    p = self._popen(self._service_entry, argv, env, "/", popen)
     self._services.append(p)
     return p
 

@@ -126,15 +126,24 @@ class SandboxFiles:
     finally:
       os.close(dir_fd)
 
-  def set_owner_and_mode(self, path: str, uid: int, gid: int, mode: int) -> None:
-    """chown + chmod of a sandbox directory, as the harness (used on the home, which the
-    workload may have made unusable: `chmod 000 ~`). Only ever called on a mount point the
-    workload can't replace."""
+  def open_dir(self, path: str) -> int:
+    """An O_PATH fd of the directory `path` (FileNotFoundError if absent); the caller closes it."""
     fd = self._open_path(path, "directory")
     if fd is None:
       raise FileNotFoundError(errno.ENOENT, "missing in the sandbox", path)
     try:
       self._checked(fd, path, stat.S_ISDIR, "directory")
+    except BaseException:
+      os.close(fd)
+      raise
+    return fd
+
+  def set_owner_and_mode(self, path: str, uid: int, gid: int, mode: int) -> None:
+    """chown + chmod of a sandbox directory, as the harness (used on the home, which the
+    workload may have made unusable: `chmod 000 ~`). Only ever called on a mount point the
+    workload can't replace."""
+    fd = self.open_dir(path)
+    try:
       link = f"/proc/self/fd/{fd}"
       if os.geteuid() == 0:
         os.chown(link, uid, gid)
