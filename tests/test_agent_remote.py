@@ -45,6 +45,11 @@ def test_routes_and_bash_cwd(server):
   assert out == {"status": "success", "output": "out\n", "error": "err\n", "returncode": 0}
   env.write_file("up/x.bin", b"\x00\x01binary")
   assert env.read_file("up/x.bin") == b"\x00\x01binary" and env.read_file("nope") is None
+  # a lone surrogate: an error observation from the client, a 400 from the server, no traceback
+  assert env.step("bash", {"command": "echo \ud800"}).text.startswith("Error: bash: command holds a lone")
+  resp = env.run_bash_script("echo \ud800")
+  assert resp["status"] == "error" and "not valid text" in resp["output"]
+  assert env.step("computer_use", {"action": "key", "keys": ["page up"]}).text is None  # pyautogui.hotkey('pageup')
 
 
 @needs_sandbox

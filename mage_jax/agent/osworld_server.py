@@ -82,8 +82,11 @@ class OSWorldLoopback:
     if not script:
       return 400, {"status": "error", "output": "Script not supplied!", "error": "", "returncode": -1}
     wd = data.get("working_dir") or HOME
-    p = self.env.sandbox.spawn(["/bin/bash", "-c", script], env=self._env(), cwd=wd, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+      p = self.env.sandbox.spawn(["/bin/bash", "-c", script], env=self._env(), cwd=wd, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    except (UnicodeEncodeError, ValueError) as e:  # a lone surrogate or a NUL in the script
+      return 400, {"status": "error", "output": f"Script is not valid text: {e}", "error": "", "returncode": -1}
     try:
       out, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
