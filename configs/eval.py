@@ -23,6 +23,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.kinds = ""                   # comma list of terminal,gui,hybrid; "" = all
   c.repeats = 1
   c.slots = 2                    # concurrent environment slots
+  c.report = True                # write <workdir>/report/ (the episode viewer, launch.report) at the end
   c.check_gates = False          # run the package gates before evaluating (rejects failing packages)
   c.episode = ml_collections.ConfigDict(dict(max_steps=50, full_responses=4, visual_turns=3,
                                              context_len=32_768,

@@ -4,11 +4,15 @@
 
 Writes <workdir>/results.json (summary rows + per-episode counters),
 <workdir>/episodes.jsonl (trajectory format, screenshots under <workdir>/shots)
-and <workdir>/steps.jsonl (per-step token ids / log-probs).
+<workdir>/steps.jsonl (per-step token ids / log-probs, the response text), <workdir>/tasks.json
+(each task's checker spec) and, unless --config.report=False, the episode viewer
+<workdir>/report/index.html (launch.report).
 """
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import sys
 
 from absl import app, flags
@@ -52,7 +56,6 @@ def load_tasks(c):
 
 def main(argv):
   del argv
-  import os
   from mage_jax.agent import evaluation
   from mage_jax.agent.env import EnvConfig, LocalEnv
   from mage_jax.agent.episode import EpisodeConfig
@@ -88,7 +91,21 @@ def main(argv):
   rows = evaluation.summarize(results)
   print(evaluation.format_table(rows))
   paths = evaluation.write_results(_WORKDIR.value, results, rows, c.to_dict())
+  paths["tasks"] = write_task_specs(_WORKDIR.value, tasks)
   print("wrote", ", ".join(paths.values()))
+  if c.report:
+    from mage_jax.report.build import build_report
+    print("report:", build_report(_WORKDIR.value)["index"])
+
+
+def write_task_specs(workdir: str, tasks) -> str:
+  """<workdir>/tasks.json: each task's instruction and checker spec (what the report shows as
+  "what it checked"), so a report needs no access to the suite the run used."""
+  path = os.path.join(workdir, "tasks.json")
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump({t.id: {"kind": t.kind, "instruction": t.instruction, "checker": t.checker} for t in tasks},
+              f, indent=1, ensure_ascii=False)
+  return path
 
 
 if __name__ == "__main__":
