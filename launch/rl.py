@@ -9,7 +9,8 @@ started in this process on the exported initial weights; with it, the engine
 (vLLM with VLLM_SERVER_DEV_MODE=1 and --logprobs-mode processed_logprobs, or
 `python -m launch.serve`) gets the learner's weights by disk reload after every
 update. The workdir auto-resumes (state, policy version, task sampler); SIGTERM
-saves a checkpoint after the current update and exits 0. See docs/rl.md.
+saves a checkpoint after the current update and exits 0. At the end it writes the report
+<workdir>/report/ (launch.report: rollout groups, learning curve). See docs/rl.md.
 """
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ def main(argv):
   if _SERVER_URL.value is not None:
     config.rl.server_url = _SERVER_URL.value
   shell.run_and_print(loop.train_rl, config, _WORKDIR.value, run_setup.ConfigError)
+  from mage_jax.report.build import build_report   # the episode viewer's RL view (groups.jsonl)
+  print("report:", build_report(_WORKDIR.value)["index"])
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from mage_jax.rl.rollouts import RolloutContext, RolloutFn, RolloutGroup, spray_
 from mage_jax.rl.sampler import FrontierSampler
 from mage_jax.rl.workers import RolloutWorkers
 from mage_jax.train import checkpoint as ckpt_lib
+from mage_jax.report import rl_record
 from mage_jax.train import flops as flops_lib
 from mage_jax.train import guards
 from mage_jax.train import metrics as metrics_lib
@@ -304,6 +305,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
         raise FloatingPointError(f"update {version}: non-finite loss or gradient")
       last = logger.step(version, host, flops_lib.batch_flops(t.model_cfg, batch),
                          {"lr": float(schedule(version - 1))}) or host
+      rl_record.append_groups(workdir, version, groups, samples, host)   # the report's RL view
       if version < t.total_steps and (version % config.checkpoint.every_steps == 0 or stop.requested):
         ckpt.save(version, state, data_state(), t.meta, force=stop.requested)
         if stop.requested:
