@@ -120,3 +120,13 @@ def test_random_input_never_raises():
     assert r.ok or r.error_kind in parsing.ERROR_KINDS
     if r.ok:
       assert tools.validate_call(r.name, r.arguments) is None
+
+
+def test_the_action_contract_imports_neither_data_nor_agent():
+  """mage_jax.actions sits between the model's text and both sides; it must not pull either in."""
+  import subprocess
+  import sys
+  code = ("import sys, mage_jax.actions.schema, mage_jax.actions.parsing, mage_jax.actions.keys; "
+          "print(sorted(m for m in sys.modules if m.startswith(('mage_jax.data', 'mage_jax.agent'))))")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+  assert out.strip() == "[]"
