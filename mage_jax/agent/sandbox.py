@@ -70,15 +70,8 @@ HARNESS_ENV = {"PATH": "/usr/sbin:/usr/bin:/bin"}
 NAMESPACES = ("mnt", "pid", "net", "ipc", "uts", "user")
 NSENTER_FLAG = {"mnt": "--mount", "pid": "--pid", "net": "--net", "ipc": "--ipc", "uts": "--uts",
                 "user": "--user"}
-_SH_IS_DASH = os.path.basename(os.path.realpath("/bin/sh")) == "dash"
 SERVICE_UID = 65533  # root mode: the X server's uid, one the workload (65534) can't signal
 log = logging.getLogger(__name__)
-
-
-# bwrap --die-with-parent uses PR_SET_PDEATHSIG, which fires when the *thread* that forked
-# bwrap exits. Sandboxes are created from short-lived threads (HTTP handlers, slot workers),
-# so every bwrap is forked by this one long-lived launcher thread instead.
-_LAUNCHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-launcher")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -242,6 +235,12 @@ class Sandbox:
     self.cgroup: cgroup_lib.SandboxCgroup | None = None
     self.cgroup_reason = ""
     self._bin = {n: _binary(n) for n in ("nsenter", "setpriv", "prlimit", "env", "sh", "mount")}
+    # Every process of this sandbox is forked by this one thread: bwrap --die-with-parent uses
+    # PR_SET_PDEATHSIG, which fires when the *thread* that forked bwrap exits (sandboxes are
+    # made from short-lived threads: HTTP handlers, slot workers), and on cgroup v1 the thread
+    # sits in the sandbox's cgroup, so its forks start there (see cgroup.py).
+    self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
+    self._spawner_in_cgroup = False
     try:
       self._start()
     except BaseException:
@@ -259,6 +258,9 @@ class Sandbox:
         raise SandboxUnavailable(f"no cgroup for the sandbox ({self.cgroup_reason}) and "
                                  "require_cgroup is set; refusing to run")
       _warn_no_cgroup(self.cgroup_reason)
+    elif self.cgroup.version == 1:
+      self._spawner.submit(self.cgroup.join_thread).result()
+      self._spawner_in_cgroup = True
     passwd = (f"root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
               f"user:x:{uid}:{gid}:sandbox user:{HOME}:/bin/bash\n").encode()
     group = f"root:x:0:\nuser:x:{gid}:\n".encode()
@@ -301,8 +303,7 @@ class Sandbox:
       # into its user namespace below, before anything else runs.
       payload = ["unshare", "--user", "--", *payload]
     args += ["--info-fd", str(info_w), "--chdir", "/", *payload]
-    join = self.cgroup.join_argv() if self.cgroup else []
-    self._bwrap = _LAUNCHER.submit(subprocess.Popen, join + args, pass_fds=(info_w, *data_fds),
+    self._bwrap = self._spawner.submit(subprocess.Popen, self._join() + args, pass_fds=(info_w, *data_fds),
                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, env=HARNESS_ENV).result()
     os.close(info_w)
@@ -413,6 +414,9 @@ class Sandbox:
         os.close(fd)
     self._ns.clear()
     self._root_fd = self._outer_userns = None
+    if self._spawner_in_cgroup:
+      self._spawner.submit(self.cgroup.leave_thread).result()
+    self._spawner.shutdown(wait=False)
     if self.cgroup is not None and not self.cgroup.close():
       log.warning("sandbox cgroup %s could not be removed (a process stuck in the kernel?)",
                   self.cgroup.dirs)
@@ -454,22 +458,19 @@ class Sandbox:
     return [*self._privileged_entry(shared, wd_fd), "--", self._bin["setpriv"], "--inh-caps=-all",
             "--bounding-set=-all", "--no-new-privs", "--"]
 
+  def _join(self) -> list[str]:
+    """The argv prefix that puts a process into the cgroup, unless its forking thread is there."""
+    return self.cgroup.join_argv() if self.cgroup is not None and not self._spawner_in_cgroup else []
+
   def _launcher(self) -> list[str]:
     """The argv prefix that puts a process into the cgroup and sets the rlimits, then execs the
     rest. Not a preexec_fn: that is unsafe in a threaded process (slots, HTTP handlers) and
     forces a slow fork (and a warning per spawn once JAX is loaded); with a plain argv,
-    subprocess can use vfork/posix_spawn. Where /bin/sh is dash, its `ulimit` sets the limits in
-    the same exec as the cgroup join (each exec is a good part of the per-command cost)."""
+    subprocess can use vfork/posix_spawn."""
     c = self.config
-    if self.cgroup is not None and _SH_IS_DASH:
-      # dash units: -v KiB, -f 512-byte blocks; hard and soft limits both
-      ulimits = (f"ulimit -v {c.memory_mb << 10} && ulimit -p {c.nproc} && ulimit -t {c.cpu_seconds} && "
-                 f"ulimit -f {c.file_mb << 11} && ulimit -n {c.nofile} && ulimit -c 0 || exit 125; ")
-      return self.cgroup.join_argv(then=ulimits)
-    join = self.cgroup.join_argv() if self.cgroup else []
-    return join + [self._bin["prlimit"], f"--as={c.memory_mb << 20}", f"--nproc={c.nproc}",
-                   f"--cpu={c.cpu_seconds}", f"--fsize={c.file_mb << 20}", f"--nofile={c.nofile}",
-                   "--core=0", "--"]
+    return self._join() + [self._bin["prlimit"], f"--as={c.memory_mb << 20}", f"--nproc={c.nproc}",
+                           f"--cpu={c.cpu_seconds}", f"--fsize={c.file_mb << 20}", f"--nofile={c.nofile}",
+                           "--core=0", "--"]
 
   def _popen(self, entry: Callable[[int], list[str]], argv: Sequence[str], env: dict[str, str] | None,
              cwd: str, popen: dict[str, Any]) -> subprocess.Popen:
@@ -487,8 +488,9 @@ class Sandbox:
     try:
       popen["pass_fds"] = (*popen.get("pass_fds", ()), *self._held_fds(),
                            *([wd_fd] if wd_fd is not None else []))
-      return subprocess.Popen(self._launcher() + entry(self._root_fd if wd_fd is None else wd_fd)
-                              + inner + list(argv), start_new_session=True, env=HARNESS_ENV, **popen)
+      argv = self._launcher() + entry(self._root_fd if wd_fd is None else wd_fd) + inner + list(argv)
+      return self._spawner.submit(subprocess.Popen, argv, start_new_session=True, env=HARNESS_ENV,
+                                  **popen).result()
     finally:
       if wd_fd is not None:
         os.close(wd_fd)
