@@ -426,3 +426,18 @@ def test_env_errors_are_counted_and_reported():
   assert row["env_errors"] == 1 and row["env_lost"] == 1
   assert row["success_rate"] == 0.5 and row["success_rate_all"] == pytest.approx(1 / 3)
   assert row["env_error_reasons"] == {"OSError: No space left on device": 1}
+
+
+def test_env_lost_episodes_stay_in_the_grpo_group():
+  """A workload that destroyed its environment trains as the failure it is; only env_error is left out."""
+  import types
+  from mage_jax.rl.rollouts import group_from_results
+  pols = [types.SimpleNamespace(episode_id=f"e{i}", samples=[object()], error=None) for i in range(3)]
+
+  def res(i, status, score):
+    return types.SimpleNamespace(status=status, model_calls=1, score=score, parse_errors={}, spray={},
+                                 episode=types.SimpleNamespace(id=f"e{i}"), records=[])
+  g = group_from_results("t", "g", [res(0, "terminated", 1.0), res(1, "env_lost", 0.0), res(2, "env_error", 0.0)],
+                         pols)
+  assert [e.episode_id for e in g.episodes] == ["e0", "e1"] and g.env_errors == 1
+  assert g.rewards.tolist() == [1.0, 0.0]
