@@ -224,9 +224,9 @@ def test_dead_server_raises_naming_the_url_within_the_timeout():
 
 
 @contextlib.contextmanager
-def canned_server(body: dict, paths: list | None = None):
+def canned_server(body: dict, paths: list | None = None, bodies: list | None = None):
   """A loopback server answering every POST with one canned JSON body; yields its /v1 URL.
-  POSTed paths (with query) are appended to `paths`."""
+  POSTed paths (with query) are appended to `paths`, decoded request bodies to `bodies`."""
   canned = json.dumps(body).encode()
 
   class Handler(BaseHTTPRequestHandler):
@@ -236,7 +236,9 @@ def canned_server(body: dict, paths: list | None = None):
     def do_POST(self):
       if paths is not None:
         paths.append(self.path)
-      self.rfile.read(int(self.headers.get("Content-Length") or 0))
+      raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+      if bodies is not None:
+        bodies.append(json.loads(raw or b"{}"))
       self.send_response(200)
       self.send_header("Content-Length", str(len(canned)))
       self.end_headers()
@@ -325,3 +327,108 @@ def test_launch_serve_tiny_serves_and_stops_on_sigterm():
   finally:
     if proc.poll() is None:
       proc.kill()
+
+
+# ---- vLLM version differences: sampling defaults, 503 while paused, version labels -------------
+def test_every_request_sends_top_k_and_min_p_so_generation_config_cannot_truncate():
+  # vLLM fills fields a request leaves out from the model's generation_config.json (a stock
+  # Qwen3 sets top_k=20), so the client must send the untruncated values itself.
+  bodies = []
+  with canned_server({"choices": [GOOD_CHOICE]}, bodies=bodies) as url:
+    RolloutClient(url, "mage", timeout=10).complete([5], max_tokens=2)
+  with canned_server({"choices": [{**GOOD_CHOICE, "message": {"content": "ab"},
+                                   "logprobs": {"content": [{"logprob": -0.1}, {"logprob": -0.2}]}}]},
+                     bodies=bodies) as url:
+    RolloutClient(url, "mage", timeout=10).chat([{"role": "user", "content": "hi"}], max_tokens=2)
+  assert [(b["top_k"], b["min_p"], b["top_p"]) for b in bodies] == [(-1, 0.0, 1.0)] * 2
+
+
+def test_per_choice_weight_versions_are_read_and_checked():
+  spans = [{"version": "3", "start": 0, "end": 1}, {"version": "4", "start": 1, "end": 2}]
+  with canned_server({"choices": [{**GOOD_CHOICE, "weight_versions": spans}]}) as url:
+    out = RolloutClient(url, "mage", timeout=10).complete([5], max_tokens=2)
+  assert out.weight_versions == [("3", 0, 1), ("4", 1, 2)]
+  with canned_server({"choices": [{**GOOD_CHOICE, "weight_versions": spans[:1]}]}) as url:
+    with pytest.raises(RolloutError, match="weight_versions .* do not tile the 2 completion tokens"):
+      RolloutClient(url, "mage", timeout=10).complete([5], max_tokens=2)
+
+
+@contextlib.contextmanager
+def flaky_server(fail: int, code: int = 503, retry_after: str | None = None):
+  """Answers the first `fail` POSTs with HTTP `code` ("Generation is paused"), then GOOD_CHOICE."""
+  seen = []
+
+  class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *a):
+      pass
+
+    def do_POST(self):
+      self.rfile.read(int(self.headers.get("Content-Length") or 0))
+      seen.append(time.monotonic())
+      status, body = (code, {"error": {"message": "Generation is paused", "code": code}}) \
+          if len(seen) <= fail else (200, {"choices": [GOOD_CHOICE]})
+      raw = json.dumps(body).encode()
+      self.send_response(status)
+      if retry_after is not None and status != 200:
+        self.send_header("Retry-After", retry_after)
+      self.send_header("Content-Length", str(len(raw)))
+      self.end_headers()
+      self.wfile.write(raw)
+
+  httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+  threading.Thread(target=httpd.serve_forever, daemon=True).start()
+  try:
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", seen
+  finally:
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_503_is_retried_with_backoff_until_paused_retry_s():
+  with flaky_server(3) as (url, seen):
+    c = RolloutClient(url, "mage", timeout=10, backoff_s=0.05)
+    assert c.complete([5], max_tokens=2).token_ids == [1, 2]
+  gaps = np.diff(seen)
+  assert c.unavailable_retries == 3 and len(seen) == 4
+  assert gaps[1] > 1.5 * gaps[0] * 0.9 and gaps[0] >= 0.05   # doubling backoff
+  with flaky_server(10**6) as (url, seen):
+    c = RolloutClient(url, "mage", timeout=10, backoff_s=0.05, paused_retry_s=0.4)
+    with pytest.raises(RolloutError, match=r"/completions: HTTP 503 for \d+ s .*Generation is paused"):
+      c.complete([5], max_tokens=2)
+  with flaky_server(1, code=500) as (url, seen):   # other errors are not retried
+    with pytest.raises(RolloutError, match="HTTP 500"):
+      RolloutClient(url, "mage", timeout=10, backoff_s=0.05).complete([5], max_tokens=2)
+  assert len(seen) == 1
+
+
+def test_embedded_server_in_0_33_mode_answers_503_while_paused_and_the_client_waits_it_out(ckpts):
+  """The 503 path as vLLM >= 0.33 has it, tested against our imitation (no real 0.33 here)."""
+  from mage_jax.rl.rollout_server import RolloutServer
+  with RolloutServer(ckpts[0], vllm_behaviour="0.33") as server:
+    client = RolloutClient(server.url, "mage", timeout=120, backoff_s=0.05)
+    client.pause()
+    code, body = _raw(server.url + "/completions", json.dumps({"prompt": PROMPT, "max_tokens": 2}).encode())
+    assert code == 503 and body["error"]["message"] == "Generation is paused"
+    assert client.update_weight_version("7") and client.weight_version() == "7"
+    result = {}
+    worker = threading.Thread(target=lambda: result.setdefault("c", client.complete(PROMPT, max_tokens=3)))
+    worker.start()
+    time.sleep(1.0)
+    assert worker.is_alive() and client.unavailable_retries >= 2
+    client.resume()
+    worker.join(120)
+    c = result["c"]
+    assert len(c.token_ids) == 3 and c.weight_versions == [("7", 0, 3)]
+
+
+def test_embedded_server_routes_match_vllm_bodies(client, server):
+  root = server.url[:-3]
+  assert _raw(root + "/reset_prefix_cache", b"") == (200, {"success": True})
+  code, body = _raw(root + "/pause?mode=sideways", b"")
+  assert code == 422 and "sideways" in body["error"]["message"] and not client.is_paused()
+  assert client.weight_version() == "0"   # vLLM's label before any update
+  code, body = _raw(root + "/update_weight_version", json.dumps({"new_version": "5"}).encode())
+  assert (code, body) == (200, {"success": True, "new_version": "5"}) and client.weight_version() == "5"
+  assert _raw(root + "/update_weight_version", json.dumps({"version": 5}).encode())[0] == 422
+  assert "weight_versions" not in json.dumps(_raw(server.url + "/completions", json.dumps(
+      {"prompt": PROMPT, "max_tokens": 1}).encode())[1])    # 0.32 has no per-choice versions

@@ -17,6 +17,10 @@ Log-probs returned are of the *processed* distribution that was sampled from
 (log-softmax of logits / temperature, restricted to the top-p nucleus and
 renormalised), like vLLM's `processed_logprobs`. With greedy=True they are the
 raw log-softmax of the logits (temperature and top_p ignored).
+
+Batched serving (the embedded rollout server) passes one key per row and per-row
+temperature / top_p: each row's step-i key is fold_in(row_key, i), so a row samples
+the same tokens whatever else shares its batch.
 """
 from __future__ import annotations
 
@@ -91,7 +95,19 @@ def process_logits(logits: jax.Array, temperature: float | jax.Array,
   The nucleus is the smallest prefix of tokens sorted by probability whose mass
   reaches top_p (the most likely token is always kept).
   """
+  temperature, top_p = _per_row(temperature), _per_row(top_p)
   logits = logits.astype(jnp.float32) / temperature
+  # top_p >= 1 keeps everything: skip the [B, V] sort (RL samples at top_p = 1).
+  return jax.lax.cond(jnp.all(top_p >= 1.0), lambda x: x, lambda x: _nucleus(x, top_p), logits)
+
+
+def _per_row(value) -> jax.Array:
+  """A scalar, or [B] values broadcast against [B, V]."""
+  value = jnp.asarray(value, jnp.float32)
+  return value[:, None] if value.ndim == 1 else value
+
+
+def _nucleus(logits: jax.Array, top_p: jax.Array) -> jax.Array:
   order = jnp.argsort(-logits, axis=-1)
   sorted_logits = jnp.take_along_axis(logits, order, axis=-1)
   probs = jax.nn.softmax(sorted_logits, axis=-1)
@@ -111,9 +127,16 @@ def sample_token(logits: jax.Array, rng: jax.Array, *, greedy: bool, temperature
     logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
   else:
     processed = process_logits(logits, temperature, top_p)
-    token = jax.random.categorical(rng, processed, axis=-1).astype(jnp.int32)
+    if _is_key_batch(rng):  # one key per row
+      token = jax.vmap(jax.random.categorical)(rng, processed).astype(jnp.int32)
+    else:
+      token = jax.random.categorical(rng, processed, axis=-1).astype(jnp.int32)
     logp = jax.nn.log_softmax(processed, axis=-1)
   return token, jnp.take_along_axis(logp, token[:, None], axis=-1)[:, 0]
+
+
+def _is_key_batch(rng: jax.Array) -> bool:
+  return jax.dtypes.issubdtype(rng.dtype, jax.dtypes.prng_key) and rng.ndim == 1
 
 
 @struct.dataclass
@@ -142,7 +165,11 @@ def _generate_jit(graphdef, state, prompt_tokens, prompt_lengths, rng, temperatu
     return (cache, logits, now_done, pos + 1), (out_token, out_logp, ~done)
 
   done0 = jnp.zeros((b,), bool)
-  rngs = jax.random.split(rng, max_new_tokens)
+  if _is_key_batch(rng):  # [steps, B]: step i of a row uses fold_in(row_key, i)
+    rngs = jax.vmap(lambda i: jax.vmap(lambda k: jax.random.fold_in(k, i))(rng))(
+        jnp.arange(max_new_tokens))
+  else:
+    rngs = jax.random.split(rng, max_new_tokens)
   _, (tokens, logps, alive) = jax.lax.scan(
       body, (cache, logits, done0, prompt_lengths.astype(jnp.int32)), rngs)
   return GenerateOutput(tokens=tokens.T, logprobs=logps.T,
@@ -156,7 +183,8 @@ def generate(model: Any, prompt_tokens, max_new_tokens: int, *, prompt_lengths=N
   """Sample up to `max_new_tokens` per row after right-padded prompts [B, L].
 
   `model` is a decoder-protocol nnx module, or a (graphdef, state) pair.
-  `prompt_lengths` [B] defaults to L for every row. Vision inputs (e.g.
+  `prompt_lengths` [B] defaults to L for every row. `rng` is one key, or [B] keys (one
+  per row; temperature and top_p may then be [B] too). Vision inputs (e.g.
   patch_rows, patch_image_ids, patch_positions for MageVL) are passed to
   `embed_inputs` at prefill. Runs as one jitted prefill + scan of decode steps.
   """
@@ -175,6 +203,7 @@ def generate(model: Any, prompt_tokens, max_new_tokens: int, *, prompt_lengths=N
       raise ValueError("sampling (greedy=False) needs an explicit rng")
     rng = jax.random.key(0)
   return _generate_jit(graphdef, state, prompt_tokens, jnp.asarray(prompt_lengths, jnp.int32),
-                       rng, jnp.float32(temperature), jnp.float32(top_p), jnp.int32(eos_id),
+                       rng, jnp.asarray(temperature, jnp.float32), jnp.asarray(top_p, jnp.float32),
+                       jnp.int32(eos_id),
                        jnp.int32(pad_id), vision_inputs, max_new_tokens=max_new_tokens,
                        greedy=greedy)

@@ -31,11 +31,26 @@ Protocol facts, from vLLM's source (vllm-project/vllm):
 - POST /reset_prefix_cache (dev cache router), GET /health (200 when the engine
   is alive), GET /v1/models ({"object": "list", "data": [{"id": ...}]}).
 
-Inferred, not read in the source: `/pause?mode=wait` lets in-flight requests
-finish with the old weights (with the default `abort` they would come back
-truncated, unusable as rollouts), so `pause()` asks for `wait`. A served-weights
-query has no vLLM route; `served_weights()` uses the embedded server's
-`GET /mage/weights` and returns None on a 404 (vLLM).
+- `vllm/entrypoints/rl/online/api_router.py` (read in the 0.32.0 CPU build): POST /pause
+  takes query `mode` (Literal abort | wait | keep, default abort; `clear_cache` deprecated)
+  and nothing else; POST /update_weight_version with body {"new_version": str} (>= 0.29);
+  GET /weight_info -> {"weight_version": str} (>= 0.29).
+- `vllm/entrypoints/serve/dev/cache/api_router.py`: POST /reset_prefix_cache (query
+  `reset_running_requests`, `reset_external`) -> {"success": bool}; false while blocks are
+  still held, "callers may retry".
+- `vllm/outputs.py` WeightVersionSpan {version, start, end}: output tokens [start, end) were
+  sampled by weights labelled `version`; 0.33 puts a per-choice `weight_versions` list on
+  completions (read here when present; 0.32 has it only on its token-in-token-out route).
+
+Version differences the client handles (DESIGN.md): requests sent while paused wait in a
+queue on <= 0.32 and get HTTP 503 "Generation is paused" on >= 0.33, so a 503 is retried
+with backoff for up to `paused_retry_s`; older servers read `wait_for_inflight_requests`
+instead of `mode`, so `pause()` sends both. Fields a request leaves out take the server's
+defaults from the model's generation_config.json (a stock Qwen3 sets top_k=20), so every
+request sends `top_k=-1` and `min_p=0` explicitly. Minimum supported vLLM: 0.16 (`mode=`,
+`reload_weights(weights_path, is_checkpoint_format)`); the version routes are used from 0.29
+and skipped on a 404. `served_weights()` reads the embedded server's own GET /mage/weights
+(vLLM has no path route) and returns None on a 404.
 """
 from __future__ import annotations
 
@@ -61,6 +76,8 @@ class Completion:
   logprobs: list[float]
   prompt_token_ids: list[int]
   finish_reason: str
+  # vLLM >= 0.33: [(version, start, end)] spans of token_ids by the weights that sampled them
+  weight_versions: list[tuple[str, int, int]] | None = None
 
 
 class RolloutError(RuntimeError):
@@ -72,11 +89,16 @@ class RolloutClient:
   routes (/health, /pause, ...) live at its root, as on vLLM."""
 
   def __init__(self, base_url: str, model: str, *, timeout: float = 300.0, retries: int = 2,
-               backoff_s: float = 0.5, api_key: str = "EMPTY"):
+               backoff_s: float = 0.5, api_key: str = "EMPTY", paused_retry_s: float = 900.0,
+               paused_backoff_max_s: float = 5.0):
     self.base_url = base_url.rstrip("/")
     self.root_url = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
     self.model, self.timeout, self.retries, self.backoff_s = model, timeout, retries, backoff_s
     self.api_key = api_key
+    # HTTP 503 (vLLM >= 0.33 while paused for a weight sync): retried until this much time
+    # has passed, the backoff doubling up to paused_backoff_max_s (or the server's Retry-After).
+    self.paused_retry_s, self.paused_backoff_max_s = paused_retry_s, paused_backoff_max_s
+    self.unavailable_retries = 0  # 503s retried so far (metrics, tests)
 
   # ---- transport ---------------------------------------------------------------------------------
   def _request(self, method: str, url: str, body: dict[str, Any] | None = None, *,
@@ -86,7 +108,8 @@ class RolloutClient:
     if data is not None:
       headers["Content-Type"] = "application/json"
     last: Exception | None = None
-    for attempt in range(self.retries + 1):
+    attempt, unavailable_since, wait_503 = 0, None, self.backoff_s
+    while True:
       req = urllib.request.Request(url, data=data, method=method, headers=headers)
       try:
         with urllib.request.urlopen(req, timeout=timeout or self.timeout) as r:
@@ -101,6 +124,16 @@ class RolloutClient:
         if allow_404 and e.code == 404:
           return None
         detail = e.read()[:500].decode(errors="replace")
+        if e.code == 503:
+          now = time.monotonic()
+          unavailable_since = now if unavailable_since is None else unavailable_since
+          if now - unavailable_since < self.paused_retry_s:
+            self.unavailable_retries += 1
+            time.sleep(min(_retry_after(e) or wait_503, self.paused_backoff_max_s))
+            wait_503 = min(2 * wait_503, self.paused_backoff_max_s)
+            continue
+          raise RolloutError(f"{method} {url}: HTTP 503 for {now - unavailable_since:.0f} s "
+                             f"(paused_retry_s={self.paused_retry_s:g}): {detail}") from e
         raise RolloutError(f"{method} {url}: HTTP {e.code}: {detail}") from e
       except urllib.error.URLError as e:  # connection refused, DNS, ... (HTTPError handled above)
         last = e
@@ -108,8 +141,10 @@ class RolloutClient:
         last = e
       except (socket.timeout, TimeoutError) as e:
         raise RolloutError(f"{method} {url}: no response within {timeout or self.timeout:.1f} s") from e
-      if attempt < self.retries:
-        time.sleep(self.backoff_s * 2 ** attempt)
+      if attempt >= self.retries:
+        break
+      time.sleep(self.backoff_s * 2 ** attempt)
+      attempt += 1
     raise RolloutError(f"{method} {url}: no response after {self.retries + 1} attempt(s): "
                        f"{getattr(last, 'reason', last)}")
 
@@ -143,8 +178,10 @@ class RolloutClient:
 
   # ---- generation --------------------------------------------------------------------------------
   def _sampling(self, max_tokens: int, temperature: float, top_p: float, seed: int | None) -> dict:
+    # top_k / min_p explicit: left out, vLLM takes them from the model's generation_config.json.
     body = {"model": self.model, "max_tokens": int(max_tokens), "temperature": float(temperature),
-            "top_p": float(top_p), "return_token_ids": True, "skip_special_tokens": False}
+            "top_p": float(top_p), "top_k": -1, "min_p": 0.0, "return_token_ids": True,
+            "skip_special_tokens": False}
     if seed is not None:
       body["seed"] = int(seed)
     return body
@@ -159,8 +196,7 @@ class RolloutClient:
     choice = _first_choice(resp, url)
     logprobs = _field(_field(choice, "logprobs", url), "token_logprobs", url + " choices[0].logprobs")
     prompt_ids = choice.get("prompt_token_ids") or (resp.get("prompt_token_ids") if isinstance(resp, dict) else None)
-    return _completion(url, text=choice.get("text"), token_ids=choice.get("token_ids"), logprobs=logprobs,
-                       prompt_ids=prompt_ids, finish_reason=choice.get("finish_reason"))
+    return _completion(url, choice, text=choice.get("text"), logprobs=logprobs, prompt_ids=prompt_ids)
 
   def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 1.0,
            top_p: float = 1.0, seed: int | None = None) -> Completion:
@@ -176,8 +212,8 @@ class RolloutClient:
     logprobs = [_field(c, "logprob", f"{url} choices[0].logprobs.content[{i}]") for i, c in enumerate(content)]
     message = _field(choice, "message", url)
     prompt_ids = resp.get("prompt_token_ids") or choice.get("prompt_token_ids")
-    return _completion(url, text=message.get("content") or "", token_ids=choice.get("token_ids"),
-                       logprobs=logprobs, prompt_ids=prompt_ids, finish_reason=choice.get("finish_reason"))
+    return _completion(url, choice, text=message.get("content") or "", logprobs=logprobs,
+                       prompt_ids=prompt_ids)
 
   # ---- control (vLLM dev mode) -------------------------------------------------------------------
   def pause(self, mode: str = "wait") -> None:
@@ -194,8 +230,26 @@ class RolloutClient:
   def is_paused(self) -> bool:
     return bool(_field(self._get("/is_paused", root=True), "is_paused", self.root_url + "/is_paused"))
 
-  def reset_prefix_cache(self) -> None:
-    self._post("/reset_prefix_cache", root=True)
+  def reset_prefix_cache(self, attempts: int = 5) -> None:
+    """Raises if the server keeps answering {"success": false} (blocks still held)."""
+    for attempt in range(attempts):
+      resp = self._post("/reset_prefix_cache", root=True)
+      if not isinstance(resp, dict) or resp.get("success", True):  # older servers: empty 200
+        return
+      time.sleep(self.backoff_s * 2 ** attempt)
+    raise RolloutError(f"POST {self.root_url}/reset_prefix_cache: success=false {attempts} times "
+                       "(blocks still held by running requests?)")
+
+  def update_weight_version(self, version: str) -> bool:
+    """Label the served weights (vLLM >= 0.29); False where the route does not exist."""
+    resp = self._post("/update_weight_version", {"new_version": str(version)}, root=True,
+                      allow_404=True)
+    return resp is not None
+
+  def weight_version(self) -> str | None:
+    """The served weights' label (GET /weight_info, vLLM >= 0.29); None where there is no route."""
+    resp = self._get("/weight_info", root=True, allow_404=True)
+    return None if resp is None else _field(resp, "weight_version", self.root_url + "/weight_info")
 
   def collective_rpc(self, method: str, *, args: list | None = None, kwargs: dict | None = None,
                      timeout: float | None = None) -> Any:
@@ -237,8 +291,29 @@ def _int_list(value: Any, name: str, url: str) -> list[int]:
   return value
 
 
-def _completion(url: str, *, text, token_ids, logprobs, prompt_ids, finish_reason) -> Completion:
-  token_ids = _int_list(token_ids, "choices[0].token_ids", url)
+def _retry_after(e: urllib.error.HTTPError) -> float | None:
+  try:
+    return max(0.0, float(e.headers.get("Retry-After", "")))
+  except (TypeError, ValueError):
+    return None
+
+
+def _weight_versions(choice: dict, n: int, url: str) -> list[tuple[str, int, int]] | None:
+  spans = choice.get("weight_versions")
+  if spans is None:
+    return None
+  try:
+    out = [(str(s["version"]), int(s["start"]), int(s["end"])) for s in spans]
+  except (TypeError, KeyError, ValueError) as e:
+    raise RolloutError(f"{url}: malformed response, choices[0].weight_versions: {e!r}") from e
+  if out and (out[0][1] != 0 or out[-1][2] != n or any(a[2] != b[1] for a, b in zip(out, out[1:]))):
+    raise RolloutError(f"{url}: malformed response, choices[0].weight_versions {out} do not tile "
+                       f"the {n} completion tokens")
+  return out
+
+
+def _completion(url: str, choice: dict, *, text, logprobs, prompt_ids) -> Completion:
+  token_ids = _int_list(choice.get("token_ids"), "choices[0].token_ids", url)
   prompt_ids = _int_list(prompt_ids, "prompt_token_ids", url)
   if not isinstance(logprobs, list) or not all(isinstance(x, (int, float)) for x in logprobs):
     raise RolloutError(f"{url}: malformed response, logprobs are not a list of numbers")
@@ -248,4 +323,5 @@ def _completion(url: str, *, text, token_ids, logprobs, prompt_ids, finish_reaso
   if text is None:
     raise RolloutError(f"{url}: malformed response, missing field 'text'")
   return Completion(text=text, token_ids=token_ids, logprobs=[float(x) for x in logprobs],
-                    prompt_token_ids=prompt_ids, finish_reason=str(finish_reason or ""))
+                    prompt_token_ids=prompt_ids, finish_reason=str(choice.get("finish_reason") or ""),
+                    weight_versions=_weight_versions(choice, len(token_ids), url))

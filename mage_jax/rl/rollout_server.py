@@ -7,20 +7,26 @@ uses (see rollout_client.py for the protocol facts and their vLLM sources):
   POST /v1/completions        token-id (or text) prompt, `logprobs` int, `return_token_ids`
   POST /v1/chat/completions   messages rendered with the Qwen3 chat template; base64
                               `image_url` parts become images (Mage-VL only, else 400)
-  POST /pause, /resume        new generation requests wait while paused; in-flight ones
-                              finish first (every `mode` drains: a jitted generate can't abort)
-  POST /reset_prefix_cache    accepted; there is no cross-request cache to clear
+  POST /pause?mode=, /resume  vLLM's modes abort | wait | keep (default abort; see
+                              rl/generate_batcher.py); while paused new requests wait
+                              (vLLM <= 0.32) or, with vllm_behaviour="0.33", get HTTP 503
+                              "Generation is paused"
+  POST /reset_prefix_cache    {"success": true}, as vLLM; there is no cross-request cache
   POST /collective_rpc        method `reload_weights`, kwargs {weights_path} (or args[0]):
                               `api.load` the HF dir, then swap the policy atomically
+  POST /update_weight_version {"new_version": str}; GET /weight_info -> {"weight_version"}
 plus one route of ours (vLLM has none): GET /mage/weights -> {"path", "model"}.
+With vllm_behaviour="0.33" each choice also carries `weight_versions`
+[{version, start, end}] (the label of the weights that sampled it), as vLLM 0.33 does.
+Concurrent requests are batched (rl/generate_batcher.py).
 
 Log-probs are those of the processed distribution that was sampled from
 (`models.sampling`: log-softmax of logits / temperature within the top-p
 nucleus), like vLLM's `--logprobs-mode processed_logprobs`; temperature 0 is
 greedy with the raw log-softmax. `top_logprobs` holds only the sampled token
-(alternatives are not computed). Prompts and `max_tokens` are padded to
-power-of-two buckets so a server compiles a handful of generate shapes, not one
-per request; the completion is cut back to `max_tokens`.
+(alternatives are not computed). Batch rows, prompts and `max_tokens` are padded
+to power-of-two buckets so a server compiles a handful of generate shapes, not one
+per request; each completion is cut back to its own `max_tokens`.
 """
 from __future__ import annotations
 
@@ -34,9 +40,11 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
+
+from mage_jax.rl.generate_batcher import GenerateBatcher, Job, Paused
 
 IMAGE_BLOCK = "<|vision_start|><|image_pad|><|vision_end|>"
 
@@ -47,10 +55,6 @@ class RequestError(ValueError):
   def __init__(self, message: str, status: int = 400):
     super().__init__(message)
     self.status = status
-
-
-def _bucket(n: int, minimum: int) -> int:
-  return max(minimum, 1 << max(0, n - 1).bit_length())
 
 
 # ---- chat rendering ------------------------------------------------------------------------------
@@ -108,17 +112,20 @@ def render_chat(template: str, messages: list[dict[str, Any]], **kwargs) -> str:
 # ---- the server ----------------------------------------------------------------------------------
 class RolloutServer:
   def __init__(self, policy_or_path, *, host: str = "127.0.0.1", port: int = 0, model_name: str = "mage",
-               load_kwargs: dict[str, Any] | None = None):
-    self.model_name = model_name
+               load_kwargs: dict[str, Any] | None = None, vllm_behaviour: str = "0.32",
+               max_batch: int = 32):
+    if vllm_behaviour not in ("0.32", "0.33"):
+      raise ValueError(f"vllm_behaviour={vllm_behaviour!r}: '0.32' (requests wait while paused) or "
+                       "'0.33' (HTTP 503 while paused, per-choice weight_versions)")
+    self.model_name, self.vllm_behaviour = model_name, vllm_behaviour
     self.load_kwargs = dict(load_kwargs or {})
     if isinstance(policy_or_path, str):
       self._policy, self._path = self._load(policy_or_path), os.path.abspath(policy_or_path)
     else:
       self._policy, self._path = policy_or_path, None
-    self._cond = threading.Condition()
-    self._paused = False
-    self._inflight = 0
-    self._generate_lock = threading.Lock()  # one generate at a time: the device runs one anyway
+    self._label = "0"                 # vLLM's weight version label
+    self.batcher = GenerateBatcher(lambda: (self._policy, self._label), max_batch=max_batch,
+                                   reject_while_paused=vllm_behaviour == "0.33")
     self._template: str | None = None
     self.httpd = ThreadingHTTPServer((host, port), _handler(self))
     self.httpd.daemon_threads = True
@@ -132,7 +139,7 @@ class RolloutServer:
     return self
 
   def stop(self) -> None:
-    self.resume()  # release waiters so their threads can finish
+    self.batcher.stop()  # release waiters so their threads can finish
     self.httpd.shutdown()
     self.httpd.server_close()
 
@@ -154,38 +161,38 @@ class RolloutServer:
       policy = self._load(path)
     except Exception as e:  # noqa: BLE001 - reported to the caller, the old weights stay live
       raise RequestError(f"reload_weights({path}) failed: {type(e).__name__}: {e}", status=500) from e
-    with self._cond:  # requests snapshot the policy under this lock: the swap is atomic
+    with self.batcher.cond:  # a batch snapshots the policy under this lock: the swap is atomic
       self._policy, self._path, self._template = policy, os.path.abspath(path), None
 
   @property
   def served_path(self) -> str | None:
     return self._path
 
-  # ---- pause -------------------------------------------------------------------------------------
-  def pause(self) -> None:
-    with self._cond:
-      self._paused = True
-      self._cond.wait_for(lambda: self._inflight == 0)
+  # ---- pause and weight labels ------------------------------------------------------------------
+  def pause(self, mode: str = "abort") -> None:
+    try:
+      self.batcher.pause(mode)
+    except ValueError as e:
+      raise RequestError(str(e), status=422) from e
 
   def resume(self) -> None:
-    with self._cond:
-      self._paused = False
-      self._cond.notify_all()
+    self.batcher.resume()
 
   @property
   def paused(self) -> bool:
-    return self._paused
+    return self.batcher.paused
 
-  def _admit(self):
-    with self._cond:
-      self._cond.wait_for(lambda: not self._paused)
-      self._inflight += 1
-      return self._policy
+  @property
+  def _inflight(self) -> int:
+    return self.batcher.inflight
 
-  def _release(self) -> None:
-    with self._cond:
-      self._inflight -= 1
-      self._cond.notify_all()
+  def update_weight_version(self, body: dict[str, Any]) -> dict[str, Any]:
+    version = body.get("new_version")
+    if not isinstance(version, str):
+      raise RequestError("update_weight_version needs body {\"new_version\": <string>}", status=422)
+    with self.batcher.cond:
+      self._label = version
+    return {"success": True, "new_version": version}
 
   # ---- generation --------------------------------------------------------------------------------
   def _chat_template(self, policy) -> str:
@@ -213,13 +220,15 @@ class RolloutServer:
       raise RequestError(f"temperature={temperature} must be >= 0 and top_p={top_p} in (0, 1]")
     seed = body.get("seed")
     seed = random.getrandbits(31) if seed is None else int(seed)
-    policy = self._admit()
+    policy = self._policy
+    prompt, images = self._prompt(policy, body, chat=chat)
+    vision = policy._vision_inputs(prompt, images)[1] if images else {}
+    job = Job(prompt, max_tokens, temperature, top_p, seed, vision)
     try:
-      prompt, images = self._prompt(policy, body, chat=chat)
-      tokens, logprobs, finish = self._run(policy, prompt, images, max_tokens, temperature, top_p, seed)
-    finally:
-      self._release()
-    return self._response(policy, body, chat, prompt, tokens, logprobs, finish)
+      self.batcher.submit(job)
+    except Paused as e:
+      raise RequestError(str(e), status=503) from e
+    return self._response(policy, body, chat, prompt, job)
 
   def _prompt(self, policy, body: dict[str, Any], *, chat: bool) -> tuple[np.ndarray, list[np.ndarray]]:
     from mage_jax.models.config import MageVLConfig
@@ -250,29 +259,9 @@ class RolloutServer:
         raise RequestError(str(e)) from e
     return prompt, images
 
-  def _run(self, policy, prompt: np.ndarray, images, max_tokens: int, temperature: float, top_p: float,
-           seed: int) -> tuple[list[int], list[float], str]:
-    import jax
-    import jax.numpy as jnp
-    from mage_jax.models.config import IM_END_ID, PAD_ID
-    from mage_jax.models.sampling import generate
-    _, vision = policy._vision_inputs(prompt, images) if images else (prompt, {})
-    length = len(prompt)
-    padded = np.full((1, _bucket(length, 16)), PAD_ID, np.int32)
-    padded[0, :length] = prompt
-    with self._generate_lock:
-      out = generate(policy.model, jnp.asarray(padded), _bucket(max_tokens, 8),
-                     prompt_lengths=jnp.asarray([length], jnp.int32), greedy=temperature == 0,
-                     temperature=max(temperature, 1e-6), top_p=top_p, rng=jax.random.key(seed), **vision)
-      n = min(int(out.lengths[0]), max_tokens)
-      tokens = [int(t) for t in np.asarray(out.tokens[0, :n])]
-      logprobs = [float(x) for x in np.asarray(out.logprobs[0, :n])]
-    finish = "stop" if tokens and tokens[-1] == IM_END_ID else "length"
-    return tokens, logprobs, finish
-
-  def _response(self, policy, body, chat: bool, prompt: np.ndarray, tokens: list[int],
-                logprobs: list[float], finish: str) -> dict[str, Any]:
+  def _response(self, policy, body, chat: bool, prompt: np.ndarray, job: Job) -> dict[str, Any]:
     from mage_jax.models.config import IM_END_ID
+    tokens, logprobs, finish = job.tokens, job.logprobs, job.finish
     tok = policy._tokenizer()
     skip = bool(body.get("skip_special_tokens", True))
     text = tok.decode(tokens[:-1] if finish == "stop" else tokens, skip_special_tokens=skip)
@@ -304,6 +293,8 @@ class RolloutServer:
         choice["prompt_token_ids"] = [int(t) for t in prompt]
     if want_ids:
       choice["token_ids"] = tokens
+    if self.vllm_behaviour == "0.33" and finish != "abort":
+      choice["weight_versions"] = [{"version": job.label, "start": 0, "end": len(tokens)}]
     resp["choices"] = [choice]
     return resp
 
@@ -347,7 +338,8 @@ def _handler(server: RolloutServer):
       self.wfile.write(body)
 
     def _error(self, code: int, message: str) -> None:
-      kind = "BadRequestError" if code == 400 else "NotFoundError" if code == 404 else "InternalServerError"
+      kind = {400: "BadRequestError", 404: "NotFoundError", 422: "UnprocessableEntityError",
+              503: "ServiceUnavailableError"}.get(code, "InternalServerError")
       self._send(code, {"error": {"message": message, "type": kind, "param": None, "code": code}})
 
     def _json_body(self) -> dict[str, Any]:
@@ -382,18 +374,21 @@ def _handler(server: RolloutServer):
               {"id": server.model_name, "object": "model", "owned_by": "mage_jax",
                "root": server.served_path}]}),
           "/is_paused": lambda b: (200, {"is_paused": server.paused}),
+          "/weight_info": lambda b: (200, {"weight_version": server._label}),
           "/mage/weights": lambda b: (200, {"path": server.served_path, "model": server.model_name}),
       })
 
     def do_POST(self):
-      # /pause's `mode` query is accepted and ignored: every mode drains (module docstring).
+      query = parse_qs(urlsplit(self.path).query)
+      mode = query.get("mode", ["abort"])[-1]
       self._dispatch({
           "/v1/completions": lambda b: (200, server.generate(b, chat=False)),
           "/v1/chat/completions": lambda b: (200, server.generate(b, chat=True)),
-          "/pause": lambda b: (server.pause(), (200, {"status": "paused"}))[1],
+          "/pause": lambda b: (server.pause(mode), (200, {"status": "paused"}))[1],
           "/resume": lambda b: (server.resume(), (200, {"status": "resumed"}))[1],
-          "/reset_prefix_cache": lambda b: (200, None),
+          "/reset_prefix_cache": lambda b: (200, {"success": True}),
           "/collective_rpc": lambda b: (200, server.collective_rpc(b)),
+          "/update_weight_version": lambda b: (200, server.update_weight_version(b)),
       })
 
   return Handler

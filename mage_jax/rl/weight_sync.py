@@ -6,10 +6,12 @@
 
 1. export bf16 HF safetensors (`weights.hf.save_hf`) to `<out_root>/v<version>` (written
    under a temporary name and renamed, so the engine never reads a half-written dir);
-2. pause (in-flight requests finish) -> reload_weights -> reset_prefix_cache -> resume
-   (resume runs even when the reload fails, so the engine is never left paused);
-3. verify: the engine's served path (embedded server; skipped on vLLM) and a greedy
-   probe completion of `probe_tokens`, whose per-token log-probs must match
+2. pause (in-flight requests finish) -> reload_weights -> reset_prefix_cache ->
+   update_weight_version("<version>") -> resume (resume runs even when the reload fails,
+   so the engine is never left paused);
+3. verify: the served version label (GET /weight_info, vLLM >= 0.29 and the embedded
+   server; skipped where there is no such route), the served path (embedded server only),
+   and a greedy probe completion of `probe_tokens`, whose per-token log-probs must match
    `learner_logprobs_fn(probe_tokens + completion)` within `tolerance` (max abs);
 4. prune exports so that the newest `keep` remain.
 
@@ -41,6 +43,7 @@ class SyncReport:
   path: str
   seconds: float
   probe_max_abs_diff: float
+  served_label: str | None = None   # GET /weight_info after the sync; None: no such route
 
 
 class WeightSyncError(RuntimeError):
@@ -130,10 +133,15 @@ def sync_weights(client: RolloutClient, model_or_state, model_cfg, *, out_root: 
     try:
       client.reload_weights(path)
       client.reset_prefix_cache()
+      client.update_weight_version(str(version))
     finally:
       client.resume()
+    label = client.weight_version()
   except RolloutError as e:
     raise WeightSyncError(f"sync v{version} ({path}): {e}") from e
+  if label is not None and label != str(version):
+    raise WeightSyncError(f"sync v{version}: {client.root_url}/weight_info says the engine serves "
+                          f"weight_version {label!r}, not {str(version)!r}")
   served = client.served_weights()
   if served is not None and os.path.abspath(served) != path:
     raise WeightSyncError(f"sync v{version}: the engine serves {served}, not {path}")
@@ -143,4 +151,4 @@ def sync_weights(client: RolloutClient, model_or_state, model_cfg, *, out_root: 
                           f"> tolerance {tolerance} (stale weights on {client.base_url}?)")
   prune(out_root, keep)
   return SyncReport(version=version, path=path, seconds=time.perf_counter() - start,
-                    probe_max_abs_diff=diff)
+                    probe_max_abs_diff=diff, served_label=label)
