@@ -300,6 +300,8 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
                   image_samples=float(sum(bool(samples[i].images) for r in report["row_samples"]
                                           for i in r)),
                   wait_seconds=wait_s, update_seconds=update_s,
+                  # waiting for groups / the update's wall time (wait, pack, step, sync)
+                  learner_idle_fraction=wait_s / max(time.perf_counter() - t0, 1e-9),
                   policy_tokens_per_s=host.get("policy_tokens", 0.0) / max(update_s, 1e-9))
       if int(host.get("nonfinite", 0)) and scfg.nonfinite == "stop":
         raise FloatingPointError(f"update {version}: non-finite loss or gradient")
