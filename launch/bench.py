@@ -12,6 +12,7 @@ Methodology and figures: BENCHMARKS.md.
   python -m launch.bench --suite=cpu                     # ~5-10 min on 2 cores
   python -m launch.bench --suite=cpu --notorch_compile   # skip torch.compile (~1 min less)
   python -m launch.bench --suite=gpu                     # < 5 min on one H100/H200
+  python -m launch.bench --suite=rl_engine               # ~20 min: vLLM-CPU vs embedded rollout engine
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import sys
 
 from absl import app, flags
 
-FLAGS = flags.DEFINE_enum("suite", "cpu", ["cpu", "gpu"], "which suite to run")
+FLAGS = flags.DEFINE_enum("suite", "cpu", ["cpu", "gpu", "rl_engine"], "which suite to run")
 _OUT = flags.DEFINE_string("out", None, "results JSON (default bench/results[_gpu].json)")
 _REPS = flags.DEFINE_integer("reps", 5, "timed repetitions per figure (median reported)")
 _TORCH_COMPILE = flags.DEFINE_bool("torch_compile", True,
@@ -43,6 +44,10 @@ def main(argv: list[str]) -> None:
                                   with_data=_DATA.value, quick=_QUICK.value,
                                   threads=_THREADS.value)
     out = _OUT.value or "bench/results.json"
+  elif FLAGS.value == "rl_engine":  # needs .venv-engine (make engine)
+    from mage_jax.bench import rl_engine_bench
+    rows, details = rl_engine_bench.run(reps=min(_REPS.value, 3), quick=_QUICK.value)
+    out = _OUT.value or "bench/results_rl_engine.json"
   else:
     from mage_jax.bench import gpu_suite
     rows, details = gpu_suite.run(size=_GPU_SIZE.value, remat=_REMAT.value, reps=_REPS.value)

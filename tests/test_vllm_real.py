@@ -230,6 +230,7 @@ def test_launch_rl_tiny_against_the_real_server(vllm_server, exports, tmp_path):
     assert r["episodes"] == 2 and r["dropped_stale_groups"] == 0 and r["failed_groups_total"] == 0
     assert r["samples"] == r["packed_samples"] and r["left_out_samples"] == 0   # none lost
     assert r["probe_max_abs_diff"] <= 1e-3
+    assert 0.0 <= r["learner_idle_fraction"] <= 1.0
   episodes = sorted(os.listdir(workdir / "episodes"))
   assert len(episodes) == len(set(episodes)) >= 6                    # no group duplicated
   assert RolloutClient(vllm_server.url, "mage").weight_version() == "3"   # the last sync's label
