@@ -25,11 +25,12 @@ $(TEST_STAMP): requirements-test.txt $(STAMP)
 	$(BIN)/pip install -q -r requirements-test.txt
 	touch $@
 
-# Xvfb (local desktop env) and bubblewrap (episode sandbox) come from Debian.
+# Xvfb (local desktop env), bubblewrap (episode sandbox) and chromium (the report's browser
+# tests, tests/test_report.py) come from Debian.
 # Without root/apt they are skipped here and the tests that need them say so.
 $(SYS_STAMP): | $(BIN)/python
 	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-	  need=""; for p in xvfb:Xvfb bubblewrap:bwrap xdotool:xdotool; do \
+	  need=""; for p in xvfb:Xvfb bubblewrap:bwrap xdotool:xdotool chromium:chromium; do \
 	    command -v $${p#*:} >/dev/null || need="$$need $${p%%:*}"; done; \
 	  if [ -n "$$need" ]; then (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need python3-tk >/dev/null; fi; \
 	else echo "system-deps: not root or no apt-get; Xvfb/bubblewrap must already be installed"; fi
