@@ -11,7 +11,7 @@ Every SFT stage config has the same sections, read by `mage_jax.train.loop`:
   train        num_epochs / total_steps / paper_bins (FLOPs accounting)
   init         from_dir (previous stage workdir or HF dir) / vision_dir
   checkpoint   every_steps / keep / async_save
-  log          every_steps / tensorboard / wandb / peak_tflops_per_device / profile_steps
+  log          every_steps / tensorboard / peak_tflops_per_device / profile_steps
   eval         every_steps / num_batches / heldout_dir / click_jsonl / click_samples
   synth        (tiny) synthetic data generation via mage_jax.data.synth
 
@@ -89,7 +89,7 @@ def base_config(*, name: str, stage: int, tiny: bool) -> ml_collections.ConfigDi
       every_steps=10 if tiny else 500, keep=3, async_save=True))
 
   c.log = ml_collections.ConfigDict(dict(
-      every_steps=5 if tiny else 10, tensorboard=True, wandb=False, wandb_project="mage_jax",
+      every_steps=5 if tiny else 10, tensorboard=True,
       peak_tflops_per_device=0.0,   # 0: measure a matmul peak at start
       profile_steps="",             # "start:stop" writes a jax.profiler trace for those steps
       batch_fingerprints=False))    # log a hash per trained bin (resume tests)

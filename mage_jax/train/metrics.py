@@ -1,5 +1,5 @@
-"""Training metrics: console progress line, JSONL + TensorBoard events, optional
-W&B, MFU per logging interval, the run manifest and the profiler window.
+"""Training metrics: console progress line, JSONL + TensorBoard events,
+MFU per logging interval, the run manifest and the profiler window.
 
 MFU = achieved FLOPs/s ÷ (peak FLOPs/s per device × devices), reported both
 for the paper's 6·N accounting (`mfu_6n`) and with attention, head and ViT
@@ -55,11 +55,10 @@ def measure_matmul_tflops(n: int | None = None, repeats: int = 5) -> float:
 
 class Logger:
   """Aggregates per-step host metrics, prints a progress line every interval and
-  writes metrics.jsonl (+ TensorBoard / W&B) on process 0."""
+  writes metrics.jsonl (+ TensorBoard) on process 0."""
 
   def __init__(self, workdir: str, *, total_steps: int, every_steps: int, peak_tflops: float,
-               num_devices: int, tensorboard: bool = True, wandb: bool = False,
-               wandb_project: str = "mage_jax", run_name: str = "", config: Any = None):
+               num_devices: int, tensorboard: bool = True):
     self.workdir = workdir
     self.total_steps = total_steps
     self.every = max(1, every_steps)
@@ -70,11 +69,6 @@ class Logger:
     if self.primary and tensorboard:
       from tensorboardX import SummaryWriter
       self._tb = SummaryWriter(os.path.join(workdir, "tb"))
-    self._wandb = None
-    if self.primary and wandb:
-      import wandb as wandb_lib  # optional dependency
-      self._wandb = wandb_lib.init(project=wandb_project, name=run_name,
-                                   config=config.to_dict() if hasattr(config, "to_dict") else config)
     self._reset(time.perf_counter())
 
   @classmethod
@@ -82,9 +76,7 @@ class Logger:
     """The logger a trainer (SFT or RL) builds from its config's `log` section."""
     return cls(workdir, total_steps=total_steps, every_steps=config.log.every_steps,
                peak_tflops=peak_tflops, num_devices=jax.device_count(),
-               tensorboard=config.log.tensorboard, wandb=config.log.wandb,
-               wandb_project=config.log.wandb_project, run_name=config.get("name", ""),
-               config=config)
+               tensorboard=config.log.tensorboard)
 
   def _reset(self, now: float) -> None:
     self._t0, self._steps, self._tokens, self._f6, self._ft, self._fm = now, 0, 0.0, 0.0, 0.0, 0.0
@@ -135,8 +127,6 @@ class Logger:
       for k, v in values.items():
         self._tb.add_scalar(k, v, step)
       self._tb.flush()
-    if self._wandb:
-      self._wandb.log(values, step=step)
     if self._jsonl:
       self._jsonl.write(json.dumps({"step": step, **values}) + "\n")
       self._jsonl.flush()
@@ -146,8 +136,6 @@ class Logger:
       self._jsonl.close()
     if self._tb:
       self._tb.close()
-    if self._wandb:
-      self._wandb.finish()
 
 
 def _fmt_time(seconds: float) -> str:
