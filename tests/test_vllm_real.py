@@ -24,8 +24,7 @@ from mage_jax.rl.rollout_client import RolloutClient
 from tests.test_rl_rollout import log_softmax
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENGINE_TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                   head_dim=32, intermediate_size=128)   # = qwen3_tiny with head_dim 32
+ENGINE_TINY = vllm_process.CPU_TINY_QWEN3   # qwen3_tiny with head_dim 32
 STOCK_GENERATION_CONFIG = {"bos_token_id": 151643, "eos_token_id": [151645, 151643], "pad_token_id": 151643,
                            "do_sample": True, "temperature": 0.7, "top_k": 20, "top_p": 0.8}
 TOL = 1e-4
@@ -210,11 +209,8 @@ def test_launch_rl_tiny_against_the_real_server(vllm_server, exports, tmp_path):
     pytest.skip(f"sandbox unavailable: {e}")
   workdir = tmp_path / "rl"
   env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}   # one CPU device
-  flags = ["--config.model.arch=qwen3", "--config.model.text.head_dim=32",
-           "--config.model.text.compute_dtype=float32", "--config.model.text.param_dtype=float32",
-           "--config.rl.total_updates=3", "--config.rl.groups_per_update=1",
-           "--config.rl.episodes_per_group=2", "--config.rl.max_episode_steps=1",
-           "--config.rl.max_policy_lag=1", "--config.rl.admission_window=2"]
+  from mage_jax.bench.rl_engine_bench import RL_FLAGS
+  flags = [*RL_FLAGS, "--config.rl.max_policy_lag=1", "--config.rl.admission_window=2"]
   start = time.monotonic()
   proc = subprocess.run([sys.executable, "-m", "launch.rl", "--config=configs/stage5_rl.py:tiny",
                          f"--workdir={workdir}", f"--server_url={vllm_server.url}", *flags],

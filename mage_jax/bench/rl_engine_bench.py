@@ -28,8 +28,9 @@ import numpy as np
 from mage_jax.bench.results import Row
 
 CMD = "python -m launch.bench --suite=rl_engine"
-ENGINE_TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                   head_dim=32, intermediate_size=128)
+from mage_jax.rl.vllm_process import CPU_TINY_QWEN3 as ENGINE_TINY
+
+# launch.rl stage5 tiny on a text-only Qwen3 the engine can serve, 1 group x 2 one-call episodes.
 RL_FLAGS = ["--config.model.arch=qwen3", "--config.model.text.head_dim=32",
             "--config.model.text.compute_dtype=float32", "--config.model.text.param_dtype=float32",
             "--config.rl.total_updates=3", "--config.rl.groups_per_update=1",

@@ -29,6 +29,10 @@ from mage_jax.rl.rollout_client import RolloutClient, RolloutError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENGINE_PYTHON = os.path.join(ROOT, ".venv-engine", "bin", "python")
+# The tests' and benchmarks' engine model: qwen3_tiny (configs/models.py) with head_dim 32,
+# since vLLM's CPU attention has kernels for head_dim 32, 64, 80, ... but not 16.
+CPU_TINY_QWEN3 = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=32, intermediate_size=128)
 
 
 @dataclasses.dataclass
