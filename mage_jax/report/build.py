@@ -133,8 +133,11 @@ def build_run(run_dir: str, compare_dir: str | None = None, progress: bool = Tru
                           os.path.getmtime(t.dst) < os.path.getmtime(t.src)], progress=progress)
   for t in shots.by_src.values():
     if t.size is None and t.error is None:   # an up-to-date thumbnail from an earlier build
-      with images.Image.open(t.src) as im:
-        t.size = im.size
+      try:
+        with images.Image.open(t.src) as im:
+          t.size = im.size
+      except OSError as e:
+        t.error = f"{type(e).__name__}: {str(e)[:200]}"
     if t.error:
       run.skips.append(Skip(t.src, 0, f"unreadable screenshot: {t.error}"))
 
