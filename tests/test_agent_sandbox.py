@@ -461,3 +461,19 @@ def test_rlimits_apply_to_every_process(shell):
               "Max open files": c.nofile, "Max core file size": 0}
   for name, value in expected.items():
     assert limits[name] == [str(value)] * 2, (name, limits[name])  # soft and hard
+
+
+@needs_sandbox
+def test_sandbox_bench_runs():
+  from mage_jax.bench import sandbox_bench
+  if sb.check_available() != "root":  # the bare-nsenter baseline joins the namespaces directly
+    with pytest.raises(sb.SandboxUnavailable, match="needs root"):
+      sandbox_bench.run_suite(reps=1)
+    return
+  rows, details = sandbox_bench.run_suite(reps=1)
+  fig = details["sandbox"]
+  assert [r.name for r in rows] == ["sandbox start-up", "sandbox command / bare nsenter"]
+  for key in ("startup_s", "command_s", "bare_nsenter_s", "command_ratio"):
+    assert 0 < fig[key] < 60, (key, fig)
+  # no timed goal here (shared, noisy machine): the ratio is computed from the two medians
+  assert rows[1].value == pytest.approx(fig["command_s"] / fig["bare_nsenter_s"])

@@ -475,7 +475,8 @@ class Sandbox:
   def _popen(self, entry: Callable[[int], list[str]], argv: Sequence[str], env: dict[str, str] | None,
              cwd: str, popen: dict[str, Any]) -> subprocess.Popen:
     if not self.alive():
-      raise RuntimeError("sandbox is closed")
+      raise RuntimeError("sandbox is closed" if self._closed else
+                         f"sandbox is gone (bubblewrap exited with {self._bwrap.returncode})")
     env = dict(env if env is not None else sandbox_env())
     inner = [self._bin["env"], "-i", *[f"{k}={v}" for k, v in env.items()]]
     # nsenter starts the process in `cwd` from an fd resolved inside the sandbox's root (one exec

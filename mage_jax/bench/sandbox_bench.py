@@ -19,9 +19,9 @@ from mage_jax.agent import sandbox as sb
 from mage_jax.bench.results import Row
 
 STARTUP_GOAL_S = 1.5
-# Before issue 10's hardening the same figure was 1.95-2.12 (three runs, 100 reps each, load
-# ~21 on 2 cores); the hardened entry must stay within 1.2x of it.
-RATIO_BEFORE = 2.0
+# Before issue 10's hardening the same figure was 2.07-2.40 (eight runs of 100-200 reps, load
+# 12-21 on 2 cores; median 2.28); the hardened entry must stay within 1.2x of it.
+RATIO_BEFORE = 2.2
 
 
 def _median_seconds(fn: Callable[[], Any], reps: int) -> float:
