@@ -1,6 +1,7 @@
 """Shared builders for the stage configs (configs/stage*.py).
 
-Every SFT stage config has the same sections, read by `mage_jax.train.loop`:
+Every SFT stage config has the same sections, read by `mage_jax.train.loop` and checked
+by `mage_jax.train.run_setup.check_config` (every numeric field: NUMERIC_FIELDS):
 
   name, stage, seed, compile_cache_dir; workdir-independent settings only
   model        configs/models.py preset (+ runtime knobs: compute dtype, remat)
@@ -8,7 +9,7 @@ Every SFT stage config has the same sections, read by `mage_jax.train.loop`:
   data         mage_jax/data/config.py default_data_config() + stage overrides
   optimizer    mage_jax/train/optimizer.OptimizerConfig fields
   step         mage_jax/train/step.StepConfig fields
-  train        num_epochs / total_steps / paper_bins (FLOPs accounting)
+  train        num_epochs / total_steps / paper_bins (FLOPs accounting) / max_nonfinite_steps
   init         from_dir (previous stage workdir or HF dir) / vision_dir
   checkpoint   every_steps / keep / async_save
   log          every_steps / tensorboard / peak_tflops_per_device / profile_steps
@@ -24,6 +25,7 @@ import ml_collections
 
 from configs import models
 from mage_jax.data.config import default_data_config, sources_config
+from mage_jax.train import guards
 
 PAPER_SEQ_LEN = 32_768
 PAPER_MESH = dict(data=3, fsdp=8, tensor=1)
@@ -78,6 +80,10 @@ def base_config(*, name: str, stage: int, tiny: bool) -> ml_collections.ConfigDi
       num_epochs=1,
       total_steps=-1,     # -1: num_epochs x bins in the packed data / batch_size
       paper_bins=0,       # bins per epoch in the paper's run (FLOPs accounting only)
+      # Stop with an error (saving nothing as final) after this many consecutive steps whose
+      # loss or gradient is non-finite: the step skips such updates, so a diverged run would
+      # otherwise run to the end and export its last finite params as a success.
+      max_nonfinite_steps=guards.DEFAULT_MAX_NONFINITE_STEPS,
   ))
 
   c.init = ml_collections.ConfigDict(dict(

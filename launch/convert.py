@@ -52,7 +52,7 @@ def main(argv):
       cfg = orbax_io.orbax_to_hf(src, dst, dtype=_DTYPE.value or "bfloat16", progress=True,
                                  max_shard_bytes=int(_MAX_SHARD_GB.value * 1e9),
                                  template_dir=_TEMPLATE.value)
-  except (ValueError, FileNotFoundError) as e:  # bad input: one readable line, no traceback
+  except (ValueError, KeyError, OSError) as e:  # bad or damaged input: one line, no traceback
     print(f"convert: {e}", file=sys.stderr)
     sys.exit(2)
   print(f"convert: {direction} {hf.architecture(cfg)} {src} -> {dst}")

@@ -8,7 +8,8 @@ previous stage's final params (`init.from_dir`); stage 1 starts from
 `config.init_from` (an HF dir) or fresh. Completed stages are skipped, an
 interrupted one resumes from its checkpoint. Synthetic data (tiny) is made
 once in <workdir>/synth and shared; stages of the same shapes share a
-persistent compilation cache in <workdir>/jax_cache. At the end: a per-stage
+persistent compilation cache in <workdir>/jax_cache. Every stage's config is checked before
+the first stage trains (a bad field is a usage error naming it). At the end: a per-stage
 table (steps, trained tokens, first/final loss, held-out loss, FLOPs 6·N·D and
 all, wall time; for RL: updates, policy tokens, mean reward first -> last), <workdir>/curriculum.json and PNG plots in <workdir>/plots.
 The logic is `mage_jax.train.curriculum`; this module is only its command line.
@@ -22,6 +23,8 @@ import time
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from launch import shell
+
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Curriculum config file[:arg].",
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Curriculum directory (resumes).", required=True)
@@ -30,12 +33,10 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Curriculum directory (resumes).
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # Orbax logs every write at INFO
-  from mage_jax.train import curriculum, plots
+  from mage_jax.train import curriculum, plots, run_setup
   start = time.perf_counter()
   workdir = _WORKDIR.value
-  if _CONFIG.value is None:
-    raise app.UsageError("--config is required")
-  rows = curriculum.run(_CONFIG.value, workdir)
+  rows = shell.run_job(curriculum.run, _CONFIG.value, workdir, run_setup.ConfigError)
   print(curriculum.format_table(rows))
   with open(os.path.join(workdir, "curriculum.json"), "w") as f:
     json.dump(rows, f, indent=1)
@@ -45,4 +46,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=shell.parse_flags)

@@ -1,6 +1,7 @@
 """Checkpoints: SIGTERM (clean save and exit 0) and SIGKILL + resume reproduce the
-uninterrupted run exactly; fallback to the previous checkpoint when the latest is
-unreadable; clear mismatch errors; log.profile_steps writes a trace."""
+uninterrupted run exactly; fallback to the previous checkpoint, with one warning line,
+when the latest is unreadable, truncated or silently changed on disk (array checksums);
+clear mismatch errors; log.profile_steps writes a trace."""
 import glob
 import json
 import os
@@ -151,6 +152,96 @@ def test_fallback_when_latest_is_unreadable(tmp_path, capsys):
   assert step == 2 and data_state == {"pos": 2}
   np.testing.assert_array_equal(state["params"]["w"], np.full((4, 3), 2.0))
   assert "falling back" in capsys.readouterr().out
+
+
+def _random_state(seed: int):
+  """Incompressible arrays (random floats), so damaged bytes land in the values themselves."""
+  keys = jax.random.split(jax.random.key(0), 8)
+  return {f"a{i}": jax.random.normal(k, (128, 64)) + seed for i, k in enumerate(keys)} | {
+      "step": jnp.asarray(seed, jnp.int32)}
+
+
+def _two_steps_damaged(tmp_path, damage):
+  ck = ckpt_lib.Checkpointer(str(tmp_path), keep=3, async_save=False)
+  for step in (1, 2):
+    ck.save(step, _random_state(step), {"pos": step}, _meta(_state(1)))
+  ck.close()
+  files = [f for f in glob.glob(os.path.join(ck.directory, "2", "state", "**"), recursive=True)
+           if os.path.isfile(f)]
+  biggest = max(files, key=os.path.getsize)   # the OCDBT data file holding the arrays
+  with open(biggest, "rb") as f:
+    data = bytearray(f.read())
+  with open(biggest, "wb") as f:
+    f.write(damage(data))
+  return ckpt_lib.Checkpointer(str(tmp_path), keep=3, async_save=False).restore(
+      jax.eval_shape(lambda: _random_state(0)), _meta(_state(1)))
+
+
+def _flip_4kb(data: bytearray) -> bytes:
+  start = len(data) // 3
+  for i in range(start, start + 4096):
+    data[i] ^= 0xFF
+  return bytes(data)
+
+
+def test_flipped_bytes_fail_the_checksum_and_fall_back(tmp_path, capfd):
+  """4 KB of inverted bytes inside the array data still decode (no compression check
+  catches them); the per-array checksum does, and the restore takes step 1."""
+  state, data_state, step = _two_steps_damaged(tmp_path, _flip_4kb)
+  assert step == 1 and data_state == {"pos": 1}
+  for k, v in _random_state(1).items():
+    np.testing.assert_array_equal(np.asarray(state[k]), np.asarray(v))
+  out, err = capfd.readouterr()
+  lines = [line for line in (out + err).splitlines() if line.strip()]
+  assert len(lines) == 1 and "arrays differ from what was saved" in lines[0], lines
+
+
+def test_truncated_step_falls_back_with_one_warning_line(tmp_path, capfd):
+  _, _, step = _two_steps_damaged(tmp_path, lambda data: bytes(data[:len(data) // 2]))
+  assert step == 1
+  out, err = capfd.readouterr()
+  lines = [line for line in (out + err).splitlines() if line.strip()]
+  assert len(lines) == 1 and "falling back to the previous checkpoint" in lines[0], lines
+
+
+def test_checksum_sees_every_bit_at_its_position():
+  """An independent NumPy reference of the checksum (DESIGN of checkpoint.py: uint32 sum of
+  fmix32(bits ^ fmix32(index + 1))), and that one flipped bit or two swapped values change it."""
+  def fmix(h):
+    h = h ^ (h >> np.uint32(16))
+    h = h * np.uint32(0x85EBCA6B)
+    h = h ^ (h >> np.uint32(13))
+    h = h * np.uint32(0xC2B2AE35)
+    return h ^ (h >> np.uint32(16))
+
+  x = np.random.default_rng(0).standard_normal((5, 7)).astype(np.float32)
+  with np.errstate(over="ignore"):
+    index = np.arange(x.size, dtype=np.uint32).reshape(x.shape)
+    want = int(np.sum(fmix(x.view(np.uint32) ^ fmix(index + np.uint32(1))), dtype=np.uint32))
+  sums = ckpt_lib.array_checksums({"x": jnp.asarray(x), "bf": jnp.asarray(x, jnp.bfloat16),
+                                   "i": jnp.arange(3, dtype=jnp.int32)})
+  assert sums["x"] == [want, "float32"] and sums["bf"][1] == "bfloat16"
+  flipped = x.copy()
+  flipped.view(np.uint32)[2, 3] ^= np.uint32(1)
+  swapped = x.copy()
+  swapped[0, 0], swapped[0, 1] = x[0, 1], x[0, 0]
+  for other in (flipped, swapped):
+    assert ckpt_lib.array_checksums({"x": jnp.asarray(other)})["x"][0] != want
+
+
+def test_damaged_final_params_are_one_clear_error(tmp_path):
+  params = _random_state(3)
+  meta = _meta(_state(1))
+  ckpt_lib.save_final_params(str(tmp_path), params, meta)
+  files = [f for f in glob.glob(os.path.join(ckpt_lib.final_params_dir(str(tmp_path)), "**"),
+                                recursive=True) if os.path.isfile(f)]
+  biggest = max(files, key=os.path.getsize)
+  with open(biggest, "rb") as f:
+    data = bytearray(f.read())
+  with open(biggest, "wb") as f:
+    f.write(_flip_4kb(data))
+  with pytest.raises(ckpt_lib.CheckpointCorrupt, match="arrays differ from what was saved"):
+    ckpt_lib.load_final_params(str(tmp_path), jax.eval_shape(lambda: _random_state(0)), meta)
 
 
 def test_mismatched_model_is_a_clear_error(tmp_path):

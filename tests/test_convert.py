@@ -54,3 +54,23 @@ def test_orbax_hf_exact(tmp_path, cfg):
     assert np.asarray(a[p][1]).tobytes() == np.asarray(b[p][1]).tobytes(), p
   orbax_io.orbax_to_hf(str(tmp_path / "ob"), str(tmp_path / "back"), dtype="float32")
   assert _tensor_bytes(tmp_path / "hf") == _tensor_bytes(tmp_path / "back")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage_metadata"])
+def test_damaged_orbax_data_is_one_clear_line(tmp_path, damage):
+  """A truncated array file or unreadable Orbax metadata: ValueError in one line (what
+  launch.convert prints, exit 2), not TensorStore's multi-line spec in a traceback."""
+  import glob
+  write_random_hf(tmp_path / "hf", TINY_QWEN, ml_dtypes.bfloat16)
+  orbax_io.hf_to_orbax(str(tmp_path / "hf"), str(tmp_path / "orbax"))
+  params = tmp_path / "orbax" / orbax_io.PARAMS_DIR
+  if damage == "truncate":   # every file of array data (the top-level and per-process stores)
+    for victim in glob.glob(str(params / "**" / "d" / "*"), recursive=True):
+      data = open(victim, "rb").read()
+      open(victim, "wb").write(data[:len(data) // 2])
+  else:
+    open(params / "_METADATA", "wb").write(b"\x00garbage")
+  with pytest.raises(ValueError) as e:
+    orbax_io.orbax_to_hf(str(tmp_path / "orbax"), str(tmp_path / "back"))
+  msg = str(e.value)
+  assert "\n" not in msg and len(msg) < 400 and "unreadable Orbax" in msg, msg

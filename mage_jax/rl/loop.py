@@ -52,15 +52,12 @@ from mage_jax.train.run_setup import SUMMARY, ConfigError, Trainer
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
-  setup.check_sections(config, ("model", "mesh", "data", "optimizer", "step", "init", "checkpoint",
-                                "log", "rl"))
+  setup.check_config(config, ("model", "mesh", "data", "optimizer", "step", "train", "init",
+                              "checkpoint", "log", "rl"))
   rl = config.rl
   if rl.admission_window != rl.max_policy_lag + 1:
     raise ConfigError(f"config.rl.admission_window={rl.admission_window} must be "
                       f"config.rl.max_policy_lag + 1 = {rl.max_policy_lag + 1} (DESIGN.md)")
-  for k in ("total_updates", "groups_per_update", "episodes_per_group", "rollout_workers"):
-    if int(rl[k]) < 1:
-      raise ConfigError(f"config.rl.{k}={rl[k]} must be >= 1")
   if rl.episodes_per_group < 2:
     raise ConfigError("config.rl.episodes_per_group must be >= 2 (group-relative advantages)")
   if rl.temperature != 1.0 or rl.top_p != 1.0:
@@ -235,6 +232,8 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
         f"kinds {rl.kinds or 'all'}, lag <= {rl.max_policy_lag}, mesh {dict(t.mesh.shape)}", flush=True)
   stop = guards.StopSignal()
   stop.install()
+  diverged = guards.NonFiniteGuard(config.train.get("max_nonfinite_steps",
+                                                    guards.DEFAULT_MAX_NONFINITE_STEPS), "update")
   last: dict[str, float] = {}
 
   def data_state() -> dict:
@@ -308,11 +307,16 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
       last = logger.step(version, host, flops_lib.batch_flops(t.model_cfg, batch),
                          {"lr": float(schedule(version - 1))}) or host
       rl_record.append_groups(workdir, version, groups, samples, host)   # the report's RL view
+      diverged.update(version, host)
       if version < t.total_steps and (version % config.checkpoint.every_steps == 0 or stop.requested):
         ckpt.save(version, state, data_state(), t.meta, force=stop.requested)
         if stop.requested:
           return _stopped(ckpt, logger, version)
       # a SIGTERM during the last update falls through to the final save below
+  except guards.NonFiniteRun:
+    ckpt.close()   # the periodic saves already made stay; nothing is saved as final
+    logger.close()
+    raise
   finally:
     stop.uninstall()
     workers.close(30.0)   # daemon threads: an engine call still running is left behind

@@ -11,6 +11,13 @@ node types never reach the checkpoint format) and restored into the abstract
 train state with its shardings. `meta` records the model config and every
 parameter's shape: restoring into a different model fails with a message
 naming the mismatching fields/params before any array is read.
+
+`meta` also holds a checksum of every saved array (`array_checksums`), computed on the
+devices from the global array before the save and checked after a restore: bytes that
+changed on disk without breaking the format (a flipped block restores "fine") make the
+checkpoint unreadable, so the restore falls back to the previous one with a one-line
+warning. The checksum is of the global array, so it holds whatever process wrote which
+shard and whatever sharding the restore uses.
 """
 from __future__ import annotations
 
@@ -21,16 +28,83 @@ import shutil
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
 from mage_jax.train.optimizer import path_str
+from mage_jax.weights.orbax_io import one_line, quiet_orbax
 
 log = logging.getLogger(__name__)
+CHECKSUMS = "array_checksums"
 
 
 class CheckpointMismatch(ValueError):
   pass
+
+
+class CheckpointCorrupt(ValueError):
+  """An array read back differs from the one saved (its checksum does not match)."""
+
+
+def _fmix32(h: jax.Array) -> jax.Array:
+  """MurmurHash3's 32-bit finaliser: every input bit moves about half the output bits."""
+  h = h ^ (h >> 16)
+  h = h * jnp.uint32(0x85EBCA6B)
+  h = h ^ (h >> 13)
+  h = h * jnp.uint32(0xC2B2AE35)
+  return h ^ (h >> 16)
+
+
+def _array_checksum(x: jax.Array) -> jax.Array:
+  """uint32 sum over elements of fmix32(bits ^ fmix32(flat index)): the bits of each element
+  (NaN payloads included) at its position. Integer sums wrap, so the result does not depend
+  on how XLA splits the sum over shards or devices."""
+  bits = x if jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_ else \
+      jax.lax.bitcast_convert_type(x, jnp.dtype(f"uint{x.dtype.itemsize * 8}"))
+  bits = bits.astype(jnp.uint32)
+  index = jnp.zeros(x.shape, jnp.uint32)
+  stride = 1
+  for d in reversed(range(x.ndim)):
+    index = index + jax.lax.broadcasted_iota(jnp.uint32, x.shape, d) * jnp.uint32(stride % 2**32)
+    stride *= x.shape[d]
+  return jnp.sum(_fmix32(bits ^ _fmix32(index + jnp.uint32(1))), dtype=jnp.uint32)
+
+
+_checksums = jax.jit(lambda flat: {k: _array_checksum(v) for k, v in flat.items()})
+
+
+def array_checksums(flat: dict[str, Any]) -> dict[str, list]:
+  """{key: [checksum, dtype]} of a flat dict of (global, possibly multi-process) arrays;
+  every process gets the same numbers. The dtype is the one the bits are of."""
+  sums = _checksums(flat)
+  return {k: [int(np.asarray(v.addressable_data(0) if hasattr(v, "addressable_data") else v)),
+              np.dtype(flat[k].dtype).name] for k, v in sums.items()}
+
+
+def stored_target(target: dict[str, Any], checksums: dict[str, list] | None) -> dict[str, Any]:
+  """The restore target with each array in the dtype it was saved (and summed) in; a dtype
+  change between runs (param_dtype is a runtime knob) is applied after the check."""
+  if not checksums:
+    return target
+  return {k: jax.ShapeDtypeStruct(v.shape, checksums[k][1] if k in checksums else v.dtype,
+                                  sharding=getattr(v, "sharding", None))
+          for k, v in target.items()}
+
+
+def verify_checksums(flat: dict[str, Any], expected: dict[str, list] | None,
+                     target: dict[str, Any]) -> dict[str, Any]:
+  """`flat` cast to `target`'s dtypes once every checksum matches; else CheckpointCorrupt
+  naming the first array that differs. A checkpoint written before checksums were stored
+  has none, and is not checked."""
+  if expected:
+    got = array_checksums(flat)
+    bad = [k for k in sorted(expected) if got.get(k) != expected[k]]
+    if bad:
+      raise CheckpointCorrupt(f"{len(bad)} arrays differ from what was saved (checksum of "
+                              f"{bad[0]}: {got.get(bad[0])} != {expected[bad[0]]})")
+  return {k: v if v.dtype == target[k].dtype else v.astype(target[k].dtype)
+          for k, v in flat.items()}
 
 
 def flatten(tree: Any) -> tuple[dict[str, Any], Any]:
@@ -98,6 +172,11 @@ def make_meta(model_cfg: Any, params: Any, extra: dict | None = None) -> dict:
           **(extra or {})}
 
 
+def _fall_back(where: str, e: BaseException) -> None:
+  print(f"WARNING: checkpoint {where} is unreadable ({one_line(e)}); "
+        "falling back to the previous checkpoint", flush=True)
+
+
 class Checkpointer:
   """Keep-N async checkpoints of (train state, data state, meta) with fallback restore."""
 
@@ -124,6 +203,7 @@ class Checkpointer:
         json.dump(data_state, f)
       os.replace(tmp, os.path.join(d, f"process_{jax.process_index()}.json"))
     flat, _ = flatten(state)
+    meta = {**meta, CHECKSUMS: array_checksums(flat)}
     saved = self.manager.save(step, args=ocp.args.Composite(
         state=ocp.args.StandardSave(flat), meta=ocp.args.JsonSave(meta)), force=force)
     self._prune_data_states()
@@ -149,20 +229,22 @@ class Checkpointer:
     for step in reversed(steps):
       where = os.path.join(self.directory, str(step))
       try:
-        meta = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+        with quiet_orbax():
+          meta = self.manager.restore(step, args=ocp.args.Composite(
+              meta=ocp.args.JsonRestore()))["meta"]
       except Exception as e:  # noqa: BLE001 - any read failure means: try the previous one
-        log.warning("checkpoint %s: meta unreadable (%s); falling back to an older one", where, e)
-        print(f"WARNING: checkpoint {where} is unreadable ({type(e).__name__}: {e}); "
-              "falling back to the previous checkpoint", flush=True)
+        _fall_back(where, e)
         continue
       compare_meta(meta, expected_meta, where)
+      target = _abstract_flat(abstract_state)
       try:
-        flat = self.manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(_abstract_flat(abstract_state))))["state"]
+        with quiet_orbax():
+          flat = self.manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(
+              stored_target(target, meta.get(CHECKSUMS)))))["state"]
+        flat = verify_checksums(flat, meta.get(CHECKSUMS), target)
         data_state = self._read_data_state(step)
       except Exception as e:  # noqa: BLE001
-        print(f"WARNING: checkpoint {where} is unreadable ({type(e).__name__}: {e}); "
-              "falling back to the previous checkpoint", flush=True)
+        _fall_back(where, e)
         continue
       return unflatten(flat, abstract_state), data_state, step
     return None
@@ -196,6 +278,7 @@ def save_final_params(workdir: str, params: Any, meta: dict) -> str:
   if os.path.exists(path):
     shutil.rmtree(path)
   flat, _ = flatten(params)
+  meta = {**meta, CHECKSUMS: array_checksums(flat)}
   ckptr = ocp.StandardCheckpointer()
   ckptr.save(path, flat)
   ckptr.wait_until_finished()
@@ -215,8 +298,18 @@ def load_final_params(workdir: str, abstract_params: Any, expected_meta: dict) -
     raise FileNotFoundError(
         f"init.from_dir={workdir!r}: no final params ({path}); is that stage complete?")
   with open(path + ".meta.json") as f:
-    compare_meta(json.load(f), expected_meta, path)
-  flat = ocp.StandardCheckpointer().restore(path, _abstract_flat(abstract_params))
+    meta = json.load(f)
+  compare_meta(meta, expected_meta, path)
+  target = _abstract_flat(abstract_params)
+  try:
+    with quiet_orbax():
+      flat = ocp.StandardCheckpointer().restore(path, stored_target(target, meta.get(CHECKSUMS)))
+  except Exception as e:  # noqa: BLE001 - no older copy to fall back to: one clear line
+    raise CheckpointCorrupt(f"{path}: unreadable ({one_line(e)})") from None
+  try:
+    flat = verify_checksums(flat, meta.get(CHECKSUMS), target)
+  except CheckpointCorrupt as e:
+    raise CheckpointCorrupt(f"{path}: {e}") from None
   return unflatten(flat, abstract_params)
 
 

@@ -57,6 +57,26 @@ def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.Config
   return cfg
 
 
+def check_stages(config: ml_collections.ConfigDict, synth_out: str) -> None:
+  """Every enabled stage's config, before the first stage trains: a bad field in stage 5
+  fails now (ConfigError naming it), not after hours of SFT."""
+  from mage_jax.train import run_setup
+  for name, s in stage_list(config):
+    try:
+      cfg = stage_config(config, s, "", synth_out)
+    except (KeyError, ValueError) as e:  # an unknown field, an item without '='
+      raise run_setup.ConfigError(f"config.stages.{name}.overrides={s.overrides!r}: "
+                                  f"{e.args[0]}") from None
+    try:
+      if "rl" in cfg:
+        from mage_jax.rl import loop as rl_loop
+        rl_loop.validate(cfg)
+      else:
+        run_setup.check_config(cfg, ())
+    except run_setup.ConfigError as e:
+      raise run_setup.ConfigError(f"stage {name}: {e}") from None
+
+
 def run(config: ml_collections.ConfigDict, workdir: str) -> list[dict]:
   """Train every enabled stage in order; returns one table row per finished stage."""
   from configs import models as model_presets
@@ -64,8 +84,9 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> list[dict]:
   from mage_jax.train import flops as flops_lib
   from mage_jax.train import loop
   from mage_jax.train.run_setup import SUMMARY
-  os.makedirs(workdir, exist_ok=True)
   synth_out = os.path.join(os.path.abspath(workdir), "synth")
+  check_stages(config, synth_out)
+  os.makedirs(workdir, exist_ok=True)
   previous = config.init_from
   rows = []
   for name, s in stage_list(config):

@@ -37,15 +37,10 @@ from mage_jax.train.run_setup import SUMMARY, ConfigError, Trainer, initial_stat
 
 def validate(config: ml_collections.ConfigDict, workdir: str) -> None:
   """Cheap checks of everything a run needs; raises ConfigError naming the field."""
-  setup.check_sections(config, ("model", "mesh", "data", "optimizer", "step", "train", "init",
-                                "checkpoint", "log"))
+  setup.check_config(config, ("model", "mesh", "data", "optimizer", "step", "train", "init",
+                              "checkpoint", "log"))
   setup.check_workdir(workdir)
   setup.check_init(config)
-  step_lib.StepConfig(**config.step.to_dict())
-  opt_lib.OptimizerConfig.from_config(config.optimizer, total_steps=1)
-  if config.data.batch_size % max(config.step.grad_accum_steps, 1):
-    raise ConfigError(f"config.data.batch_size={config.data.batch_size} is not divisible by "
-                      f"config.step.grad_accum_steps={config.step.grad_accum_steps}")
   if not list(config.data.sources.keys()):
     raise ConfigError("config.data.sources is empty")
   model_presets.build_model_config(config.model)
@@ -222,6 +217,8 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   profiler = metrics_lib.Profiler(config.log.profile_steps, os.path.join(workdir, "profile"))
   stop = guards.StopSignal()
   stop.install()
+  diverged = guards.NonFiniteGuard(config.train.get("max_nonfinite_steps",
+                                                    guards.DEFAULT_MAX_NONFINITE_STEPS))
   eval_every = config.eval.get("every_steps", 0) if config.get("eval") is not None else 0
 
   last: dict[str, float] = {}
@@ -239,7 +236,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         state, metrics = train_step(state, to_device(batch, t.mesh, t.data))
       step += 1
       if pending is not None:
-        last = _record(logger, pending, scfg) or last
+        last = _record(logger, pending, scfg, diverged) or last
       pending = (step, metrics, flops, extra)
       profiler.after_step(step - 1, metrics)
       save_now = (step % config.checkpoint.every_steps == 0 or stop.requested)
@@ -251,7 +248,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         results = evaluation.run_all(t, state.params, config, data_root(config, workdir))
         logger.scalars(step, {f"eval/{k}": v for k, v in results.items()})
       if stop.requested and step < t.total_steps:  # on the last step: the final save below
-        last = _record(logger, pending, scfg) or last
+        last = _record(logger, pending, scfg, diverged) or last
         ckpt.close()
         logger.close()
         print(f"stopped at step {step} on SIGTERM; checkpoint saved", flush=True)
@@ -259,7 +256,11 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
       if step < t.total_steps:
         batch = next(iterator)
     if pending is not None:
-      last = _record(logger, pending, scfg) or last
+      last = _record(logger, pending, scfg, diverged) or last
+  except guards.NonFiniteRun:
+    ckpt.close()   # the periodic saves already made stay; nothing is saved as final
+    logger.close()
+    raise
   finally:
     stop.uninstall()
 
@@ -298,14 +299,17 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   return summary
 
 
-def _record(logger: metrics_lib.Logger, pending: tuple, scfg: step_lib.StepConfig) -> dict | None:
+def _record(logger: metrics_lib.Logger, pending: tuple, scfg: step_lib.StepConfig,
+            diverged: guards.NonFiniteGuard) -> dict | None:
   step, metrics, flops, extra = pending
   host = jax.device_get(metrics)
   if int(host["nonfinite"]) and scfg.nonfinite == "stop":
     raise FloatingPointError(
         f"step {step}: non-finite loss or gradient (loss={float(host['loss'])}, "
         f"grad_norm={float(host['grad_norm'])}); set config.step.nonfinite='skip' to skip such updates")
-  return logger.step(step, host, flops, extra)
+  logged = logger.step(step, host, flops, extra)
+  diverged.update(step, host)
+  return logged
 
 
 def _last_per_step(rows: list[dict]) -> list[dict]:

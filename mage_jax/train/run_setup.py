@@ -1,7 +1,8 @@
 """What the SFT loop (train/loop.py) and the RL loop (rl/loop.py) build before their first step.
 
   errors      ConfigError: a bad config, reported by the launchers as a one-line usage error
-  checks      sections present, workdir writable, init.from_dir / vision_dir usable
+  checks      sections present, every numeric field in range (NUMERIC_FIELDS), workdir
+              writable, init.from_dir / vision_dir usable
   mesh        config.mesh -> Mesh, the batch split over its data-parallel shards
   model       config -> MageVL / Qwen3 factory, optimizer, abstract state, shardings: a Trainer
   init        init.from_dir (stage workdir / HF dir) or fresh params
@@ -12,8 +13,9 @@ Neither loop imports the other; both import this module.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import ml_collections
@@ -24,6 +26,7 @@ from mage_jax import sharding
 from mage_jax.train import checkpoint as ckpt_lib
 from mage_jax.train import optimizer as opt_lib
 from mage_jax.train import state as state_lib
+from mage_jax.train import step as step_lib
 
 SUMMARY = "summary.json"
 
@@ -35,10 +38,116 @@ class ConfigError(ValueError):
 # --- checks --------------------------------------------------------------------------------------
 
 
-def check_sections(config: ml_collections.ConfigDict, sections: tuple[str, ...]) -> None:
+def check_config(config: ml_collections.ConfigDict, sections: tuple[str, ...]) -> None:
+  """What a config alone must satisfy (no files read): its sections, the step and optimizer
+  fields (unknown ones named), every numeric field in range."""
   for section in sections:
     if section not in config:
       raise ConfigError(f"config has no `{section}` section")
+  try:
+    step_lib.StepConfig(**config.step.to_dict())
+  except TypeError as e:  # an unknown field: "__init__() got an unexpected keyword argument 'x'"
+    raise ConfigError(f"config.step: {str(e).split(') ', 1)[-1]}") from None
+  except ValueError as e:
+    raise ConfigError(f"config.{e}") from None
+  try:
+    opt_lib.OptimizerConfig.from_config(config.optimizer, total_steps=1)
+  except ValueError as e:
+    raise ConfigError(str(e)) from None
+  check_numbers(config)
+
+
+Rule = tuple[str, Callable[[Any], bool]]
+
+
+def _is_int(v: Any) -> bool:
+  return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v: Any) -> bool:
+  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+POSITIVE: Rule = ("a finite number > 0", lambda v: _is_real(v) and v > 0)
+NON_NEGATIVE: Rule = ("a finite number >= 0", lambda v: _is_real(v) and v >= 0)
+FINITE: Rule = ("a finite number", _is_real)
+FRACTION: Rule = ("a number in [0, 1]", lambda v: _is_real(v) and 0 <= v <= 1)
+DECAY: Rule = ("a number in [0, 1)", lambda v: _is_real(v) and 0 <= v < 1)
+COUNT: Rule = ("an integer >= 1", lambda v: _is_int(v) and v >= 1)
+NON_NEGATIVE_INT: Rule = ("an integer >= 0", lambda v: _is_int(v) and v >= 0)
+STEPS: Rule = ("-1 (from train.num_epochs) or an integer >= 1",
+               lambda v: _is_int(v) and (v == -1 or v >= 1))
+PATCH_SLOTS: Rule = ("an integer >= 0 and a multiple of 4 (one merged token = 2x2 patches)",
+                     lambda v: _is_int(v) and v >= 0 and v % 4 == 0)
+
+# Every numeric field whose bad value would crash a run late or quietly train something else.
+# A field absent from a config (the RL config has no eval section) is not checked; `*` is
+# every key of a mapping.
+NUMERIC_FIELDS: dict[str, Rule] = {
+    "optimizer.learning_rate": POSITIVE, "optimizer.warmup_steps": NON_NEGATIVE_INT,
+    "optimizer.end_lr_ratio": FRACTION, "optimizer.b1": DECAY, "optimizer.b2": DECAY,
+    "optimizer.eps": POSITIVE, "optimizer.weight_decay": NON_NEGATIVE,
+    "optimizer.clip_norm": FINITE,  # <= 0 turns clipping off
+    "optimizer.lr_multipliers.*": NON_NEGATIVE,
+    "step.grad_accum_steps": COUNT, "step.loss_chunk_size": COUNT,
+    "step.z_loss_weight": NON_NEGATIVE,
+    "data.batch_size": COUNT, "data.seq_len": COUNT, "data.patch_budget": PATCH_SLOTS,
+    "data.sources.*.weight": POSITIVE, "data.records_per_shard": COUNT, "data.pack_buffer": COUNT,
+    "data.pack_workers": NON_NEGATIVE_INT, "data.worker_count": NON_NEGATIVE_INT,
+    "data.worker_buffer_size": COUNT, "data.read_threads": COUNT, "data.read_prefetch": COUNT,
+    "data.render.context_len": COUNT, "data.render.full_responses": NON_NEGATIVE_INT,
+    "data.render.visual_turns": NON_NEGATIVE_INT, "data.render.min_pixels": COUNT,
+    "data.render.max_pixels": COUNT,
+    "train.num_epochs": POSITIVE, "train.total_steps": STEPS, "train.paper_bins": NON_NEGATIVE_INT,
+    "train.max_nonfinite_steps": COUNT,
+    "checkpoint.every_steps": COUNT, "checkpoint.keep": COUNT,
+    "log.every_steps": COUNT, "log.peak_tflops_per_device": NON_NEGATIVE,
+    "eval.every_steps": NON_NEGATIVE_INT, "eval.num_batches": COUNT,
+    "eval.click_samples": NON_NEGATIVE_INT, "eval.max_new_tokens": COUNT,
+    "prep.heldout_episodes": NON_NEGATIVE_INT,
+    "synth.episodes": NON_NEGATIVE_INT, "synth.grounding": NON_NEGATIVE_INT,
+    "synth.width": COUNT, "synth.height": COUNT,
+    "rl.num_tasks": COUNT, "rl.total_updates": COUNT, "rl.groups_per_update": COUNT,
+    "rl.episodes_per_group": COUNT, "rl.max_policy_lag": NON_NEGATIVE_INT,
+    "rl.admission_window": COUNT, "rl.tis_cap": POSITIVE, "rl.clip_eps_low": NON_NEGATIVE,
+    "rl.clip_eps_high": NON_NEGATIVE, "rl.adv_eps": NON_NEGATIVE, "rl.sampler_floor": NON_NEGATIVE,
+    "rl.sampler_prior_attempts": NON_NEGATIVE, "rl.max_episode_steps": COUNT,
+    "rl.inference_gpus": NON_NEGATIVE_INT, "rl.env_slots": COUNT, "rl.rollout_workers": COUNT,
+    "rl.max_tokens": COUNT, "rl.temperature": POSITIVE, "rl.top_p": FRACTION,
+    "rl.request_timeout_s": POSITIVE, "rl.server_ready_timeout_s": POSITIVE,
+    "rl.group_timeout_s": POSITIVE, "rl.sync_tolerance": POSITIVE, "rl.keep_exports": COUNT,
+    "episode.full_responses": NON_NEGATIVE_INT, "episode.visual_turns": NON_NEGATIVE_INT,
+    "episode.context_len": COUNT, "episode.score_settle": NON_NEGATIVE,
+    "env.width": COUNT, "env.height": COUNT, "env.command_timeout": POSITIVE,
+    "env.max_output": COUNT, "env.home_mb": COUNT, "env.memory_mb": COUNT, "env.nproc": COUNT,
+}
+
+
+def _values(config: Any, path: list[str], prefix: str):
+  """(dotted name, value) of every field of `config` that `path` (with `*`) names."""
+  if not path:
+    yield prefix, config
+    return
+  head, rest = path[0], path[1:]
+  if not hasattr(config, "keys"):
+    return
+  for key in (list(config.keys()) if head == "*" else [head] if head in config else []):
+    yield from _values(config[key], rest, f"{prefix}.{key}" if prefix else key)
+
+
+def check_numbers(config: ml_collections.ConfigDict) -> None:
+  """Every field of NUMERIC_FIELDS in range, and the numbers that must agree with each other."""
+  for pattern, (want, ok) in NUMERIC_FIELDS.items():
+    for name, value in _values(config, pattern.split("."), ""):
+      if not ok(value):
+        raise ConfigError(f"config.{name}={value!r}: must be {want}")
+  if config.data.batch_size % config.step.grad_accum_steps:
+    raise ConfigError(f"config.data.batch_size={config.data.batch_size} is not divisible by "
+                      f"config.step.grad_accum_steps={config.step.grad_accum_steps}")
+  render = config.data.get("render")
+  if render is not None and render.min_pixels > render.max_pixels:
+    raise ConfigError(f"config.data.render.min_pixels={render.min_pixels} exceeds "
+                      f"config.data.render.max_pixels={render.max_pixels}")
 
 
 def check_workdir(workdir: str) -> None:

@@ -12,9 +12,11 @@ so neither direction materialises a second host copy of the model.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
-from typing import Any
+from typing import Any, Iterator
 
 import jax
 import numpy as np
@@ -26,6 +28,31 @@ from mage_jax.weights.names import ModelConfig
 
 PARAMS_DIR = "params"
 META_FILE = "mage_jax.json"
+# Orbax logs a failed read of each array at ERROR through absl, with TensorStore's whole spec:
+# thousands of lines for one damaged checkpoint. The caller reports the failure in one line.
+_NOISY_LOGGERS = ("absl", "orbax", "orbax.checkpoint", "jax")
+
+
+@contextlib.contextmanager
+def quiet_orbax() -> Iterator[None]:
+  """Orbax/absl/JAX logging off (up to CRITICAL) for a read that may fail."""
+  loggers = [logging.getLogger(name) for name in _NOISY_LOGGERS]
+  levels = [lg.level for lg in loggers]
+  for lg in loggers:
+    lg.setLevel(logging.CRITICAL)
+  try:
+    yield
+  finally:
+    for lg, level in zip(loggers, levels):
+      lg.setLevel(level)
+
+
+def one_line(e: BaseException, limit: int = 200) -> str:
+  """`Type: first line of the message`, cut to `limit` characters (TensorStore errors embed
+  their whole multi-line spec)."""
+  text = (str(e).strip().splitlines() or [""])[0]
+  text = text if len(text) <= limit else text[:limit] + "..."
+  return f"{type(e).__name__}: {text}"
 
 
 def _nested_str(flat: dict[str, Any]) -> dict:
@@ -81,15 +108,23 @@ def load_orbax(path: str, *, mesh: jax.sharding.Mesh | None = None,
   target = _nested_str({p: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=shardings[p])
                         for p, (_, leaf) in flat.items()})
   with ocp.StandardCheckpointer() as ckptr:
-    meta = ckptr.metadata(params_dir)
-    tree = getattr(meta, "item_metadata", meta)
-    stored_paths = set(_flat_str(dict(tree.tree if hasattr(tree, "tree") else tree)))
+    try:
+      with quiet_orbax():
+        meta = ckptr.metadata(params_dir)
+      tree = getattr(meta, "item_metadata", meta)
+      stored_paths = set(_flat_str(dict(tree.tree if hasattr(tree, "tree") else tree)))
+    except Exception as e:  # noqa: BLE001 - any failure to read means: damaged or not Orbax
+      raise ValueError(f"{params_dir}: unreadable Orbax metadata ({one_line(e)})") from None
     if stored_paths != set(_flat_str(target)):
       raise hf.CheckpointMismatchError(
           f"{params_dir}: params do not match {hf.architecture(cfg)} from its config.json: "
           f"missing {sorted(set(_flat_str(target)) - stored_paths)}, "
           f"unexpected {sorted(stored_paths - set(_flat_str(target)))}")
-    restored = _flat_str(ckptr.restore(params_dir, target))
+    try:
+      with quiet_orbax():
+        restored = _flat_str(ckptr.restore(params_dir, target))
+    except Exception as e:  # noqa: BLE001
+      raise ValueError(f"{params_dir}: unreadable Orbax array data ({one_line(e)})") from None
   pure: dict = {}
   for p, (path_tuple, _) in flat.items():
     node = pure
