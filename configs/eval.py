@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ml_collections
 
+from configs import common
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   parts = (arg or "scripted").split(",")
@@ -29,7 +31,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                                              context_len=32_768,
                                              score_settle=0.3))  # s between the last action and the checker
   c.env = ml_collections.ConfigDict(dict(width=1280, height=800, command_timeout=30.0, max_output=16_000,
-                                         home_mb=256, memory_mb=4096, nproc=256))
+                                         home_mb=256, memory_mb=4096, nproc=256,
+                                         **common.env_fleet_fields()))
   c.policy = ml_collections.ConfigDict(dict(
       kind=kind, which="reference",                               # scripted: reference | near_miss
       base_url="http://127.0.0.1:8000/v1", model="mage", api_key="EMPTY",  # openai

@@ -60,7 +60,7 @@ def main(argv):
   from mage_jax.agent.env import EnvConfig, LocalEnv
   from mage_jax.agent.episode import EpisodeConfig
   from mage_jax.agent.sandbox import SandboxConfig, SandboxUnavailable, check_available
-  from mage_jax.agent.slots import LocalSlotPool
+  from mage_jax.agent.slots import make_pool
   from mage_jax.agent.tasks.gates import check_package
   c = _CONFIG.value
   try:
@@ -81,7 +81,11 @@ def main(argv):
         kept.append(t)
     tasks = kept
   ep_cfg = EpisodeConfig(out_dir=os.path.join(_WORKDIR.value, "shots"), **c.episode.to_dict())
-  pool = LocalSlotPool(env_factory, ep_cfg, c.slots)
+  if e.backend == "ray" and c.policy.kind == "checkpoint":
+    sys.exit("launch.eval: policy.kind=checkpoint runs the model in this process; with env.backend=ray "
+             "serve it (launch.serve / vLLM) and use policy.kind=openai")
+  pool = make_pool(e.backend, env_factory, ep_cfg, c.slots, ray_address=e.ray_address,
+                   slots_per_node=e.slots_per_node)
   try:
     results = evaluation.evaluate(tasks, make_policy_factory(c.policy), pool, repeats=c.repeats,
                                   on_result=lambda r: print(f"{r.task_id}: {r.status} score={r.score:.2f} "

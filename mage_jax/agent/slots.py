@@ -8,11 +8,9 @@ environment raises (sandbox/X/app crash, setup failure) is reported with
 status "env_error" (never scored as a policy failure) and the slot's
 environment is closed and rebuilt before its next job.
 
-A distributed engine can back the same interface: e.g. with Ray, one actor
-per slot holding an env (`ray.remote(EnvSlot)`), `run` submitting
-`slot.run_job.remote(job)` to idle actors and yielding `ray.wait` results;
-a dead actor (RayActorError) is restarted and its job reported as env_error.
-See docs/agent.md.
+`RaySlotPool` (agent/ray_slots.py, the optional `ray` extra) backs the same interface
+with one Ray actor per slot on environment hosts; `make_pool` picks the backend from config
+(`env.backend = "local" | "ray"`). See docs/agent.md and the README's "Environment fleet".
 """
 from __future__ import annotations
 
@@ -108,3 +106,17 @@ class LocalSlotPool(SlotPool):
   @property
   def restarts(self) -> int:
     return sum(s.restarts for s in self.slots)
+
+
+BACKENDS = ("local", "ray")
+
+
+def make_pool(backend: str, env_factory: Callable[[], Env], cfg: EpisodeConfig, num_slots: int, *,
+              ray_address: str = "", slots_per_node: int = 2) -> SlotPool:
+  """The pool config.env.backend names; Ray is imported only when asked for."""
+  if backend == "local":
+    return LocalSlotPool(env_factory, cfg, num_slots)
+  if backend == "ray":
+    from mage_jax.agent.ray_slots import RaySlotPool
+    return RaySlotPool(env_factory, cfg, num_slots, address=ray_address, slots_per_node=slots_per_node)
+  raise ValueError(f"config.env.backend={backend!r}: expected one of {BACKENDS}")

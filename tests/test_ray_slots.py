@@ -1,0 +1,177 @@
+"""RaySlotPool on a local Ray cluster over loopback: a head with no slots and two env nodes
+(separate raylet processes, each advertising `env_slot`), started and shut down here.
+
+launch.eval over Ray gives the local pool's results; killing an env node mid-run loses no job
+and scores none twice, and the pool recovers when a node comes back."""
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mage_jax.agent.env import Env, Observation
+from mage_jax.agent.episode import EpisodeConfig
+from mage_jax.agent.policies import ScriptedPolicy
+from mage_jax.agent.slots import Job, make_pool
+from mage_jax.agent.tasks.builtin import builtin_packages
+from tests._agent_helpers import needs_sandbox
+
+if os.environ.get("CI") == "true":
+  import ray  # noqa: F401 - CI installs requirements-test.txt: a missing ray is a failure there
+ray = pytest.importorskip("ray")
+from ray import cloudpickle  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from mage_jax.agent.ray_slots import RaySlotPool  # noqa: E402
+
+TASKS = {p.id: p for p in builtin_packages()}
+SLOTS_PER_NODE = 2
+MB = 2 ** 20
+# Fast node-death detection so the fault test sees a killed node in seconds, not ~30 s.
+HEAD = dict(num_cpus=0, include_dashboard=False, object_store_memory=100 * MB,
+            _system_config={"health_check_initial_delay_ms": 0, "health_check_period_ms": 500,
+                            "health_check_failure_threshold": 3})
+ENV_NODE = dict(num_cpus=1, resources={"env_slot": SLOTS_PER_NODE}, object_store_memory=80 * MB)
+
+# The fault test's fake env and policy live in this module; ship them by value to the workers.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module")
+def cluster():
+  # The raylets inherit this: Ray's memory monitor would kill env actors when the shared test
+  # machine (other jobs included) nears its threshold, which is not the fault under test.
+  os.environ["RAY_memory_monitor_refresh_ms"] = "0"
+  c = Cluster(initialize_head=True, head_node_args=HEAD)
+  nodes = [c.add_node(**ENV_NODE) for _ in range(2)]
+  c.wait_for_nodes()
+  try:
+    yield c, nodes
+  finally:
+    if ray.is_initialized():
+      ray.shutdown()
+    c.shutdown()
+
+
+def _eval(workdir, backend, address=""):
+  cmd = [sys.executable, "-m", "launch.eval", "--config=configs/eval.py:scripted",
+         f"--workdir={workdir}", "--config.kinds=terminal", "--config.slots=4", "--config.report=False",
+         "--config.env.width=800", "--config.env.height=600", f"--config.env.backend={backend}",
+         f"--config.env.ray_address={address}"]
+  r = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+  assert r.returncode == 0, r.stderr[-3000:]
+  return {e["task_id"]: e for e in json.loads((workdir / "results.json").read_text())["episodes"]}
+
+
+@needs_sandbox
+@pytest.mark.timeout(600)
+def test_launch_eval_over_ray_equals_the_local_pool(cluster, tmp_path):
+  c, _ = cluster
+  local = _eval(tmp_path / "local", "local")
+  over_ray = _eval(tmp_path / "ray", "ray", c.address)
+  terminal = sorted(t for t, p in TASKS.items() if p.kind == "terminal")
+  assert sorted(local) == sorted(over_ray) == terminal
+  fields = ("success", "steps", "score", "status", "model_calls", "terminal_actions")
+  for tid in terminal:
+    assert {f: over_ray[tid][f] for f in fields} == {f: local[tid][f] for f in fields}, tid
+  assert all(e["success"] for e in over_ray.values())
+  # Trajectory screenshots/text were written by the env actors under the (shared) workdir.
+  assert len((tmp_path / "ray" / "episodes.jsonl").read_text().splitlines()) == len(terminal)
+
+
+class SlowFakeEnv(Env):
+  """No sandbox: each step sleeps, so a node can be killed while episodes are running."""
+
+  def __init__(self, step_s=0.4):
+    self.step_s = step_s
+
+  def reset(self, task):
+    return Observation(text="$ ")
+
+  def step(self, name, arguments):
+    time.sleep(self.step_s)
+    return Observation(text="ok", done=arguments.get("action") == "terminate",
+                       status=arguments.get("status"))
+
+  def screenshot(self):
+    return None
+
+  def score(self):
+    return 1.0
+
+  def close(self):
+    pass
+
+
+class LoggingPolicy(ScriptedPolicy):
+  """The reference policy that appends a line to <log_dir>/<episode id> whenever an episode
+  starts: a job Ray replayed would show two lines."""
+
+  def __init__(self, log_dir):
+    super().__init__()
+    self.log_dir = log_dir
+    self.calls = 0
+
+  def act(self, request):
+    if self.calls == 0:
+      with open(os.path.join(self.log_dir, request.episode.id), "a") as f:
+        f.write(f"{os.getpid()}\n")
+    self.calls += 1
+    return super().act(request)
+
+  def absorb_remote(self, remote):
+    self.calls = remote.calls
+
+
+def _jobs(log_dir, prefix, n):
+  task = TASKS["term_hello_file"]
+  return [Job(task, LoggingPolicy(str(log_dir)), f"{prefix}{i}") for i in range(n)]
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_env_node_loses_no_job_and_the_pool_recovers(cluster, tmp_path):
+  c, nodes = cluster
+  pool = make_pool("ray", SlowFakeEnv, EpisodeConfig(out_dir=str(tmp_path / "shots"), score_settle=0),
+                   2 * SLOTS_PER_NODE, ray_address=c.address)
+  assert isinstance(pool, RaySlotPool)
+  log_dir = tmp_path / "runs"
+  log_dir.mkdir()
+  jobs = _jobs(log_dir, "a", 12)
+  results = []
+  victim = nodes[1]
+  t0 = time.monotonic()
+  try:
+    for res in pool.run(jobs):
+      results.append(res)
+      if len(results) == 2:   # every slot is mid-episode: kill one env node's raylet and workers
+        c.remove_node(victim, allow_graceful=False)
+      if len(results) == 4:   # the host comes back: the replacement actors get placed on it
+        nodes[1] = c.add_node(**ENV_NODE)
+    print(f"fault run: {time.monotonic() - t0:.1f}s")
+    ok = [r for r in results if r.status != "env_error"]
+    lost = [r for r in results if r.status == "env_error"]
+    assert len(results) == len(jobs)
+    assert 1 <= len(lost) <= SLOTS_PER_NODE and len(pool.lost_jobs) == len(lost)
+    assert all("lost during episode" in r.error and not r.success for r in lost)
+    finished = [r.episode.id for r in ok]
+    assert sorted(finished + pool.lost_jobs) == sorted(j.episode_id for j in jobs)  # each once
+    assert all(r.success and r.steps == 2 for r in ok)
+    # The driver-side policies took over the actors' state (what RL samples ride on).
+    calls = {j.episode_id: j.policy.calls for j in jobs}
+    assert all(calls[e] == 2 for e in finished)
+    # No episode ran twice (Ray never replays a job: max_task_retries=0).
+    starts = {p.name: len(p.read_text().splitlines()) for p in log_dir.iterdir()}
+    assert all(starts[e] == 1 for e in finished) and max(starts.values()) == 1
+    assert pool.restarts >= len(lost)
+
+    # Recovered: every slot has a live actor again, on both env nodes.
+    assert pool.wait_ready(120) == 2 * SLOTS_PER_NODE
+    again = list(pool.run(_jobs(log_dir, "b", 8)))
+    assert [r.status for r in again].count("env_error") == 0 and len(again) == 8
+    alive = {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("env_slot")}
+    assert {w["node"] for w in pool.where} == alive and len(alive) == 2
+  finally:
+    pool.close()
