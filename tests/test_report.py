@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from mage_jax.data import trajectory as tr
-from mage_jax.report import rl_record, safe_text, stats
+from mage_jax.report import overlay, rl_record, safe_text, stats
 from mage_jax.report.build import build_report
 from tests._agent_helpers import needs_sandbox
 
@@ -311,3 +311,22 @@ def test_clean_text():
   assert safe_text.fold("a\n" * 3) == ("a\n" * 3, False)
   preview, folded = safe_text.fold("line\n" * 100)
   assert folded and preview.count("\n") == safe_text.PREVIEW_LINES - 1
+
+
+def test_overlay_drag_starts_at_the_pointer_and_scroll_points_its_way():
+  w, h = 1280, 800
+  px = lambda x, y: (round(x * (w - 1) / 999), round(y * (h - 1) / 999))   # DESIGN.md, Tools
+  marks, pointer = overlay.marks("computer_use", {"action": "left_click_drag", "coordinate": [10, 10]}, None, w, h)
+  assert marks["drag"]["x0"] is None and pointer == px(10, 10)   # no known start: only the end is drawn
+  marks, pointer = overlay.marks("computer_use", {"action": "mouse_move", "coordinate": [999, 0]}, pointer, w, h)
+  assert marks["click"] == {"x": w - 1, "y": 0, "kind": "mouse_move"}
+  marks, pointer = overlay.marks("computer_use", {"action": "left_click_drag", "coordinate": [500, 999]}, pointer, w, h)
+  assert marks["drag"] == {"x0": w - 1, "y0": 0, "x1": px(500, 999)[0], "y1": h - 1}
+  up, _ = overlay.marks("computer_use", {"action": "scroll", "pixels": 300}, pointer, w, h)
+  down, _ = overlay.marks("computer_use", {"action": "scroll", "pixels": -300}, pointer, w, h)
+  assert up["scroll"]["y_end"] < pointer[1] < down["scroll"]["y_end"] and up["scroll"]["x"] == pointer[0]
+  bad, same = overlay.marks("computer_use", {"action": "left_click", "coordinate": [1000, 5]}, pointer, w, h)
+  assert "invalid" in bad and same == pointer
+  assert overlay.marks("bash", {"command": "ls"}, pointer, w, h) == ({}, pointer)
+  typed, _ = overlay.marks("computer_use", {"action": "key", "keys": ["ctrl", "s"]}, pointer, w, h)
+  assert typed["text"] == "key: ctrl+s"
