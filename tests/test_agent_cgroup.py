@@ -76,3 +76,14 @@ def test_real_cgroup_is_made_only_under_our_own():
       assert own[key] == "/" or parent.endswith(own[key].rstrip("/")), (parent, own[key])
   finally:
     assert group.close() and not any(os.path.exists(d) for d in group.dirs)
+
+
+def test_stale_cgroups_of_dead_harnesses_are_removed(tmp_path):
+  dead = 2 ** 22 + 12345  # above the default pid_max: no such process
+  for name in (f"mage-sandbox-{dead}-aa", f"mage-sandbox-{os.getpid()}-bb", "someone-else", f"mage-sandbox-{dead}-cc"):
+    (tmp_path / name).mkdir()
+  (tmp_path / f"mage-sandbox-{dead}-cc" / "busy").mkdir()  # not empty: rmdir fails, left alone
+  assert cgroup.remove_stale(str(tmp_path)) == 1
+  assert sorted(os.listdir(tmp_path)) == sorted([f"mage-sandbox-{os.getpid()}-bb", "someone-else",
+                                                 f"mage-sandbox-{dead}-cc"])
+

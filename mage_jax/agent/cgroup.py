@@ -136,6 +136,29 @@ def _under(mount_root: str, mount_point: str, own: str) -> str | None:
   return None
 
 
+PREFIX = "mage-sandbox-"
+
+
+def remove_stale(parent: str) -> int:
+  """Removes empty sandbox cgroups left by harness processes that died without closing them
+  (named after their creator's pid); returns how many. A live pid's are never touched."""
+  removed = 0
+  try:
+    names = os.listdir(parent)
+  except OSError:
+    return 0
+  for name in names:
+    pid = name[len(PREFIX):].split("-", 1)[0]
+    if not name.startswith(PREFIX) or not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+      continue
+    try:
+      os.rmdir(os.path.join(parent, name))  # fails (EBUSY) while any process is inside
+      removed += 1
+    except OSError:
+      pass
+  return removed
+
+
 def _make_child(parent: str, name: str, limits: dict[str, str]) -> str:
   path = os.path.join(parent, name)
   os.mkdir(path)
@@ -155,7 +178,7 @@ def create(memory_bytes: int, pids_max: int) -> tuple[SandboxCgroup | None, str]
     own, mounts = _own_cgroups(), _mounts()
   except OSError as e:
     return None, f"cannot read this process's cgroups: {e}"
-  name = f"mage-sandbox-{os.getpid()}-{secrets.token_hex(4)}"
+  name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
   reasons = []
   parents = {}
   for fstype, root, point, opts in mounts:
@@ -167,6 +190,7 @@ def create(memory_bytes: int, pids_max: int) -> tuple[SandboxCgroup | None, str]
     try:
       limits = {"memory": {"memory.limit_in_bytes": str(memory_bytes)}, "pids": {"pids.max": str(pids_max)}}
       for c in V1_CONTROLLERS:
+        remove_stale(parents[c])
         made.append(_make_child(parents[c], name, limits[c]))
       memsw = os.path.join(made[0], "memory.memsw.limit_in_bytes")
       if os.path.exists(memsw):  # swap counted too, where the kernel accounts it
@@ -191,6 +215,7 @@ def create(memory_bytes: int, pids_max: int) -> tuple[SandboxCgroup | None, str]
         reasons.append(f"cgroup v2 {parent}: memory/pids not delegated to children "
                        f"(cgroup.subtree_control: {sorted(delegated)})")
         continue
+      remove_stale(parent)
       path = _make_child(parent, name, {"memory.max": str(memory_bytes), "pids.max": str(pids_max)})
       swap = os.path.join(path, "memory.swap.max")
       if os.path.exists(swap):  # no swapping past the bound either
