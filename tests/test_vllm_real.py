@@ -227,6 +227,18 @@ def test_launch_rl_tiny_against_the_real_server(vllm_server, exports, tmp_path):
     assert r["samples"] == r["packed_samples"] and r["left_out_samples"] == 0   # none lost
     assert r["probe_max_abs_diff"] <= 1e-3
     assert 0.0 <= r["learner_idle_fraction"] <= 1.0
-  episodes = sorted(os.listdir(workdir / "episodes"))
-  assert len(episodes) == len(set(episodes)) >= 6                    # no group duplicated
+  check_groups(workdir / "groups.jsonl", updates=3, lag=1, episodes=2)
   assert RolloutClient(vllm_server.url, "mage").weight_version() == "3"   # the last sync's label
+
+
+def check_groups(path, *, updates: int, lag: int, episodes: int) -> None:
+  """groups.jsonl (one line per trained group): the workers number groups in admission order,
+  so with none failed or dropped the ids run without a gap or a repeat; each group's
+  stamped version is within the lag of the update that trained it."""
+  groups = [json.loads(line) for line in open(path)]
+  assert [g["group_id"] for g in groups] == [f"r0g{i:05d}" for i in range(updates)]
+  assert [g["update"] for g in groups] == list(range(1, updates + 1))
+  for g in groups:
+    assert 0 <= (g["update"] - 1) - g["version"] == g["lag"] <= lag
+    assert sorted(g["episode_ids"]) == [f"{g['group_id']}-e{i}" for i in range(episodes)]
+    assert g["samples"] == episodes and g["env_errors"] == 0

