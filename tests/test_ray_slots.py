@@ -29,6 +29,9 @@ from mage_jax.agent.ray_slots import RaySlotPool  # noqa: E402
 
 TASKS = {p.id: p for p in builtin_packages()}
 SLOTS_PER_NODE = 2
+# Terminal tasks of the built-in suite, a mix of shell-only and file-format (xlsx, json) work.
+EVAL_TASKS = ("term_hello_file", "term_multiply", "term_count_lines", "term_sort_names",
+              "term_json_config", "term_xlsx_sum")
 MB = 2 ** 20
 # Fast node-death detection so the fault test sees a killed node in seconds, not ~30 s.
 HEAD = dict(num_cpus=0, include_dashboard=False, object_store_memory=100 * MB,
@@ -58,11 +61,13 @@ def cluster():
 
 def _eval(workdir, backend, address=""):
   cmd = [sys.executable, "-m", "launch.eval", "--config=configs/eval.py:scripted",
-         f"--workdir={workdir}", "--config.kinds=terminal", "--config.slots=4", "--config.report=False",
+         f"--workdir={workdir}", f"--config.tasks={','.join(EVAL_TASKS)}", "--config.slots=4",
+         "--config.report=False",
          "--config.env.width=800", "--config.env.height=600", f"--config.env.backend={backend}",
          f"--config.env.ray_address={address}"]
-  r = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+  r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
   assert r.returncode == 0, r.stderr[-3000:]
+  print(r.stdout[-1500:])
   return {e["task_id"]: e for e in json.loads((workdir / "results.json").read_text())["episodes"]}
 
 
@@ -72,7 +77,7 @@ def test_launch_eval_over_ray_equals_the_local_pool(cluster, tmp_path):
   c, _ = cluster
   local = _eval(tmp_path / "local", "local")
   over_ray = _eval(tmp_path / "ray", "ray", c.address)
-  terminal = sorted(t for t, p in TASKS.items() if p.kind == "terminal")
+  terminal = sorted(EVAL_TASKS)
   assert sorted(local) == sorted(over_ray) == terminal
   fields = ("success", "steps", "score", "status", "model_calls", "terminal_actions")
   for tid in terminal:
@@ -139,18 +144,16 @@ def test_a_killed_env_node_loses_no_job_and_the_pool_recovers(cluster, tmp_path)
   assert isinstance(pool, RaySlotPool)
   log_dir = tmp_path / "runs"
   log_dir.mkdir()
-  jobs = _jobs(log_dir, "a", 12)
+  jobs = _jobs(log_dir, "a", 8)
   results = []
   victim = nodes[1]
-  t0 = time.monotonic()
   try:
     for res in pool.run(jobs):
       results.append(res)
       if len(results) == 2:   # every slot is mid-episode: kill one env node's raylet and workers
         c.remove_node(victim, allow_graceful=False)
-      if len(results) == 4:   # the host comes back: the replacement actors get placed on it
-        nodes[1] = c.add_node(**ENV_NODE)
-    print(f"fault run: {time.monotonic() - t0:.1f}s")
+      if len(results) == 3:   # the host comes back: the replacement actors get placed on it
+        nodes[1] = c.add_node(wait=False, **ENV_NODE)
     ok = [r for r in results if r.status != "env_error"]
     lost = [r for r in results if r.status == "env_error"]
     assert len(results) == len(jobs)
@@ -169,8 +172,8 @@ def test_a_killed_env_node_loses_no_job_and_the_pool_recovers(cluster, tmp_path)
 
     # Recovered: every slot has a live actor again, on both env nodes.
     assert pool.wait_ready(120) == 2 * SLOTS_PER_NODE
-    again = list(pool.run(_jobs(log_dir, "b", 8)))
-    assert [r.status for r in again].count("env_error") == 0 and len(again) == 8
+    again = list(pool.run(_jobs(log_dir, "b", 4)))
+    assert [r.status for r in again].count("env_error") == 0 and len(again) == 4
     alive = {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("env_slot")}
     assert {w["node"] for w in pool.where} == alive and len(alive) == 2
   finally:
