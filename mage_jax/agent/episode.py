@@ -79,6 +79,7 @@ class EpisodeResult:
   wall_time: float = 0.0
   error: str | None = None
   records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+  episode_id: str = ""                     # names the trajectory, its screenshots and its step records
 
   @property
   def success(self) -> bool:
@@ -136,7 +137,7 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
   episode_id = episode_id or f"{task.id}-{int(time.time() * 1000)}"
   shot_dir = os.path.join(cfg.out_dir, episode_id)
   renderer = renderer_for(cfg)
-  res = EpisodeResult(task.id, task.kind, None)
+  res = EpisodeResult(task.id, task.kind, None, episode_id=episode_id)
   errors: collections.Counter = collections.Counter()
   spray = SprayCounter()
   max_steps = min(cfg.max_steps, task.max_steps or cfg.max_steps)
