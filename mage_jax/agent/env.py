@@ -58,6 +58,10 @@ class EnvConfig:
 
 
 class Env(abc.ABC):
+  # Whether two instances made by one factory are separate machines. False for a client of one
+  # remote VM (every instance drives the same desktop), so callers must not run them at once.
+  independent_instances: bool = True
+
   @abc.abstractmethod
   def reset(self, task: TaskPackage) -> Observation: ...
 

@@ -61,6 +61,8 @@ def pyautogui_command(arguments: dict[str, Any], width: int, height: int) -> str
 
 
 class RemoteEnv(Env):
+  independent_instances = False  # every instance at one URL drives the same VM
+
   def __init__(self, base_url: str, *, reset_route: str | None = "/mage/reset", timeout: float = 120.0,
                command_timeout: int = 30, max_output: int = 16_000, app_timeout: float = 30.0):
     self.base = base_url.rstrip("/")

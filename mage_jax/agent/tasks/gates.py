@@ -141,10 +141,12 @@ def _run_episode(env: Env, pkg: TaskPackage, group: list[Exploit], outcomes: dic
 def run_exploits(env: Env, pkg: TaskPackage, exploits: Sequence[Exploit],
                  env_factory: Callable[[], Env] | None = None, max_envs: int = EXPLOIT_ENVS) -> list[ExploitOutcome]:
   """Every exploit on a fresh `reset`, scored by the package's checker; skips are recorded.
-  With `env_factory`, up to `max_envs` episodes run at once (`env` plus new ones, closed after)."""
+  With `env_factory`, up to `max_envs` episodes run at once (`env` plus new ones, closed after),
+  unless the envs share one machine (`Env.independent_instances` False: a remote VM)."""
   outcomes = {e.name: ExploitOutcome(e.name, e.family, skipped=why_untouchable(e, pkg)) for e in exploits}
   groups = _episodes([e for e in exploits if outcomes[e.name].skipped is None])
-  n_envs = 1 if env_factory is None else max(1, min(max_envs, len(groups)))
+  parallel = env_factory is not None and env.independent_instances
+  n_envs = max(1, min(max_envs, len(groups))) if parallel else 1
   if n_envs == 1:
     for group in groups:
       _run_episode(env, pkg, group, outcomes)
