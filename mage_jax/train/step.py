@@ -38,7 +38,7 @@ class StepConfig:
   loss_chunk_size: int = 1024
   z_loss_weight: float = 0.0
   per_sequence_loss: bool = False
-  nonfinite: str = "skip"   # "skip": drop the update and count it; "stop": the loop raises
+  nonfinite: str = "skip"   # "skip": params unchanged, counted (gated_update); "stop": the loop raises
 
   def __post_init__(self):
     if self.nonfinite not in NONFINITE_MODES:
@@ -122,6 +122,26 @@ def grads_and_sums(graphdef: Any, cfg: StepConfig, params: Any, rest: Any,
   return grads, sums
 
 
+def gated_update(tx: optax.GradientTransformation, grads: Any, opt_state: Any, params: Any,
+                 finite: jax.Array) -> tuple[Any, Any, jax.Array]:
+  """(params, opt_state, update norm) after one optimizer step, or with the params unchanged
+  bit for bit when `finite` is False.
+
+  The gate is a scalar folded into the elementwise update (zero gradient in, zero update
+  out), so XLA still fuses the update in place over the donated buffers. A lax.cond
+  around tx.update (or a per-leaf where(finite, new, old) over the optimizer state)
+  materialises a second copy of the new params/moments instead: on CPU it added 1.37x the
+  parameter bytes of temporaries to the step, this form adds none (BENCHMARKS.md). The
+  price: on a skipped step the optimizer sees a zero gradient, so Adam's moments decay by
+  one step (mu *= b1, nu *= b2) and its count advances.
+  """
+  safe = jax.tree_util.tree_map(lambda g: jnp.where(finite, g, jnp.zeros_like(g)), grads)
+  updates, new_opt = tx.update(safe, opt_state, params)
+  new_params = jax.tree_util.tree_map(
+      lambda p, u: (p + jnp.where(finite, u, jnp.zeros_like(u))).astype(p.dtype), params, updates)
+  return new_params, new_opt, jnp.where(finite, global_norm(updates), 0.0)
+
+
 def train_step(graphdef: Any, rest: Any, tx: optax.GradientTransformation, cfg: StepConfig,
                state: TrainState, batch: dict[str, jax.Array],
                objective: Objective | None = None) -> tuple[TrainState, dict]:
@@ -133,17 +153,7 @@ def train_step(graphdef: Any, rest: Any, tx: optax.GradientTransformation, cfg: 
 
   grad_norm = global_norm(grads)
   finite = jnp.isfinite(metrics["loss"]) & jnp.isfinite(grad_norm)
-
-  def apply(_):
-    updates, new_opt = tx.update(grads, state.opt_state, state.params)
-    return optax.apply_updates(state.params, updates), new_opt, global_norm(updates)
-
-  def skip(_):
-    return state.params, state.opt_state, jnp.zeros((), jnp.float32)
-
-  # A branch, not where(finite, new, old) per leaf: the select costs three extra passes
-  # over params + moments (~5% of the small CPU bench step); cond runs one side only.
-  new_params, new_opt, update_norm = jax.lax.cond(finite, apply, skip, None)
+  new_params, new_opt, update_norm = gated_update(tx, grads, state.opt_state, state.params, finite)
   new_state = TrainState(
       step=state.step + 1,
       params=new_params,
