@@ -42,8 +42,8 @@ def test_flops_param_counts_match_the_models():
 def test_mage_vl_flop_params_and_full_config():
   from configs import models
   from mage_jax.models.mage_vl import MageVL
-  from mage_jax.bench import gpu_suite
-  cfg = gpu_suite.mage_vl_config("full", "full")
+  from mage_jax.bench import mage_vl_workload
+  cfg = mage_vl_workload.mage_vl_config("full", "full")
   preset = models.build_model_config(models.get_config("mage_vl_4b"))
   arch = lambda c: {k: v for k, v in vars(c).items()
                     if k not in ("param_dtype", "compute_dtype", "attention_backend", "remat_policy")}
@@ -102,7 +102,7 @@ def _check_rows(rows):
   for r in rows:
     assert isinstance(r, results.Row)
     assert math.isfinite(r.value) and r.value > 0, r
-    assert r.command.startswith("python -m launch.bench")
+    assert r.command.startswith(("python -m launch.bench", "python3 -m launch.bench"))
     assert (r.met is None) == (r.goal == "")
 
 
@@ -158,9 +158,9 @@ def test_cpu_data_path_small():
 
 
 def test_mage_vl_bench_batch_layout():
-  from mage_jax.bench import gpu_suite
+  from mage_jax.bench import mage_vl_workload
   from mage_jax.models.mage_vl import check_inputs
-  b = gpu_suite.mage_vl_batch(samples=2, tokens_per_sample=96, images_per_sample=3,
+  b = mage_vl_workload.mage_vl_batch(samples=2, tokens_per_sample=96, images_per_sample=3,
                               image_hw=(64, 32))
   assert b["tokens"].shape == (1, 192) and b["patches"].shape == (1, 2 * 3 * 8, 768)
   check_inputs(b["tokens"], b["patch_image_ids"], image_token_id=151655)  # raises on mismatch
@@ -170,49 +170,157 @@ def test_mage_vl_bench_batch_layout():
   assert (b["loss_mask"][0] * (b["targets"][0] == 0)).sum() == 0
 
 
-BLOCKER = """
-import importlib.abc, sys
-BLOCKED = {"torch", "transformers", "PIL", "grain", "tokenizers", "ml_collections",
-           "array_record", "safetensors", "pandas", "matplotlib", "jinja2", "orbax"}
-class Block(importlib.abc.MetaPathFinder):
-  def find_spec(self, name, path=None, target=None):
-    if name.split(".")[0] in BLOCKED:
-      raise ImportError(f"gpu suite must not import {name}")
-    return None
-sys.meta_path.insert(0, Block())
-for m in list(sys.modules):
-  if m.split(".")[0] in BLOCKED:
-    del sys.modules[m]
-"""
+ALLOWED = ("jax", "jaxlib", "flax", "optax", "numpy")
+SECTIONS = ["matmul_ceiling", "attention_check", "flash_block_skipping", "mage_vl_step"]
+
+
+def _closure(dists):
+  """Distributions `dists` require, transitively (extras off): what an image with only
+  jax/flax/optax/numpy installed holds."""
+  from importlib import metadata
+  from packaging.requirements import Requirement
+  from packaging.utils import canonicalize_name
+  seen, todo = {}, list(dists)
+  while todo:
+    name = canonicalize_name(todo.pop())
+    if name in seen:
+      continue
+    seen[name] = metadata.distribution(name)
+    for req in map(Requirement, seen[name].requires or []):
+      if req.marker is None or req.marker.evaluate({"extra": ""}):
+        todo.append(req.name)
+  return seen
+
+
+def _site_with_only(tmp_path, dists):
+  """A site folder linking the top-level entries (modules + metadata) of `dists` only."""
+  site = tmp_path / "site"
+  site.mkdir()
+  tops = set()
+  for dist in _closure(dists).values():
+    for f in dist.files or []:
+      top = f.parts[0]
+      if top in ("..", "__pycache__") or top.endswith(".pth") or top in tops:
+        continue
+      src = dist.locate_file(top)
+      if os.path.exists(src):
+        os.symlink(src, site / top)
+        tops.add(top)
+  return site, {t.split(".")[0] for t in tops}
+
+
+def _only_allowed_env(tmp_path):
+  """(env, importable top-level names): `python3` on PATH is this interpreter with -S (no
+  site-packages) and PYTHONPATH = the allowed packages' site + the repository."""
+  site, tops = _site_with_only(tmp_path, ALLOWED)
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  (bin_dir / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+  (bin_dir / "python3").chmod(0o755)
+  env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHONPATH=f"{site}:{ROOT}",
+             JAX_PLATFORMS="cpu", OUT=str(tmp_path / "out"), PYLIB=str(tmp_path / "no_pylib"),
+             BENCH_TIMEOUT="900")
+  env["XLA_FLAGS"] = env.get("XLA_FLAGS", "").replace("--xla_force_host_platform_device_count=8", "")
+  return env, tops
+
+
+def test_restricted_env_hides_other_packages(tmp_path):
+  env, tops = _only_allowed_env(tmp_path)
+  assert {"jax", "flax", "optax", "numpy", "absl"} <= tops and "torch" not in tops
+  for name in ("torch", "PIL", "grain", "tokenizers", "ml_collections", "transformers"):
+    proc = subprocess.run(["python3", "-c", f"import {name}"], env=env, capture_output=True,
+                          text=True, cwd=ROOT)
+    assert proc.returncode != 0 and "No module named" in proc.stderr, name
+
+
+def _watch(path, stop, seen):
+  """Every distinct version of the results file while the run goes on."""
+  last = None
+  while not stop.is_set():
+    try:
+      text = path.read_text()
+    except OSError:
+      text = None
+    if text and text != last:
+      last = text
+      seen.append(json.loads(text))
+    time.sleep(0.01)
 
 
 @pytest.mark.slow
-def test_gpu_suite_runs_on_cpu_with_only_jax_flax_optax_numpy(tmp_path):
-  """`launch.bench --suite=gpu` end to end on CPU (small config) with other packages blocked."""
-  out = tmp_path / "gpu.json"
-  code = BLOCKER + (
-      "import runpy\n"
-      f"sys.argv = ['launch.bench', '--suite=gpu', '--reps=1', '--out={out}']\n"
-      "runpy.run_module('launch.bench', run_name='__main__')\n")
-  env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
-  env["XLA_FLAGS"] = env.get("XLA_FLAGS", "").replace("--xla_force_host_platform_device_count=8", "")
-  proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                        text=True, timeout=600)
-  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-  assert "cpu-fallback" in proc.stdout
+def test_device_script_on_cpu_with_only_jax_flax_optax_numpy(tmp_path):
+  """scripts/device_gpu_bench.sh, exactly as the device runs it, on CPU (--allow_cpu, tiny
+  config) with nothing but jax/flax/optax/numpy (and what they require) importable. On CPU
+  the `pallas_gpu` kernel cannot lower: the attention check section raises and the rest
+  still runs; the step retries once with xla. Results are rewritten after every section."""
+  import threading
+  env, tops = _only_allowed_env(tmp_path)
+  out = tmp_path / "out" / "results_gpu.json"
+  stop, seen = threading.Event(), []
+  watcher = threading.Thread(target=_watch, args=(out, stop, seen), daemon=True)
+  watcher.start()
+  proc = subprocess.run(["bash", "scripts/device_gpu_bench.sh", "--allow_cpu", "--gpu_size=tiny",
+                         "--reps=1", "--gpu_attention=pallas_gpu"], cwd=ROOT, env=env,
+                        capture_output=True, text=True, timeout=900)
+  stop.set()
+  watcher.join()
+  log = proc.stdout + proc.stderr
+  assert proc.returncode == 0, log[-4000:]
+  assert "| jax" in proc.stdout and "| flax" in proc.stdout and "nvidia-smi" in log
+  # Budget before each section, result after it, then the file rewritten: in that order.
+  pos = lambda text: proc.stdout.index(text)
+  for name in SECTIONS:
+    status = "FAILED" if name == "attention_check" else "done"
+    assert (pos(f"[{name}] starting, budget") < pos(f"[{name}] {status}")
+            < pos(f"[{name}] results so far written")), name
+  assert "retrying once with attention=xla" in proc.stdout
+
   data = json.loads(out.read_text())
-  assert "error" not in json.dumps(data["details"]), data["details"]
-  by_name = {r["name"]: r for r in data["rows"]}
-  check = [r for n, r in by_name.items() if n.startswith("packed == split attention")]
-  assert check and check[0]["met"] is True
-  step = [r for n, r in by_name.items() if "SFT step" in n]
-  assert step and step[0]["value"] > 0
+  d = data["details"]
+  assert d["complete"] is True and d["section_order"] == SECTIONS
+  assert [d["sections"][n]["ok"] for n in SECTIONS] == [True, False, True, True]
+  assert "interpret" in d["attention_check"]["error"]
+  assert [a["attention"] for a in d["mage_vl_step"]["attempts"]] == ["pallas_gpu", "xla"]
+  assert [a["ok"] for a in d["mage_vl_step"]["attempts"]] == [False, True]
+  assert set(d["imported_packages"]) - {"mage_jax", "launch"} <= tops, d["imported_packages"]
+  step = [r for r in data["rows"] if "SFT step" in r["name"]]
+  assert step and step[0]["value"] > 0 and "cpu-fallback" in step[0]["name"]
+  # Partial files: each names a prefix of the sections, and one came before the step.
+  partial = [x["details"] for x in seen if not x["details"]["complete"]]
+  prefixes = [p.get("section_order", []) for p in partial]
+  assert all(p == SECTIONS[:len(p)] for p in prefixes), prefixes
+  assert SECTIONS[:3] in prefixes, prefixes
 
 
-def test_blocker_blocks():
-  code = BLOCKER + "import PIL\n"
-  proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-  assert proc.returncode != 0 and "must not import PIL" in proc.stderr
+def test_gpu_suite_without_a_gpu_fails_loudly_with_the_backend_error(tmp_path):
+  from mage_jax.bench import gpu_suite
+  from mage_jax.bench.sections import SuiteRun
+  suite = SuiteRun("gpu", str(tmp_path / "r.json"), {})
+  with pytest.raises(gpu_suite.NoGPU, match=r"no GPU backend \(.+\); pass --allow_cpu"):
+    gpu_suite.run(suite, size="tiny")
+  written = json.loads((tmp_path / "r.json").read_text())["details"]
+  assert written["complete"] is False and written["gpu_backend_error"]
+  assert "no GPU backend" in written["error"]
+
+
+def test_suite_run_records_a_raising_section_and_writes_after_each(tmp_path):
+  from mage_jax.bench.sections import SuiteRun
+  suite = SuiteRun("gpu", str(tmp_path / "r.json"), {})
+  snapshots = []
+
+  def boom():
+    snapshots.append(json.loads((tmp_path / "r.json").read_text())["details"])
+    raise ZeroDivisionError("section broke")
+
+  assert suite.section("first", 5, lambda: {"x": 1}) == {"x": 1}
+  assert suite.section("second", 5, boom) is None
+  assert suite.section("third", 5, lambda: 3) == 3
+  assert snapshots[0]["section_order"] == ["first"]   # written before the next section
+  d = json.loads((tmp_path / "r.json").read_text())["details"]
+  assert d["section_order"] == ["first", "second", "third"] and d["complete"] is False
+  assert d["second"]["error"] == "ZeroDivisionError: section broke"
+  assert [d["sections"][k]["ok"] for k in ("first", "second", "third")] == [True, False, True]
+  assert all(v["budget_s"] == 5 for v in d["sections"].values())
 
 
 def test_attention_check_passes_and_catches_cross_segment_leaks(monkeypatch):

@@ -76,7 +76,10 @@ def table(rows: list[Row]) -> str:
 
 def write_json(path: str, suite: str, rows: list[Row], details: dict[str, Any],
                machine: dict[str, Any]) -> None:
+  """Write atomically (temp file + rename): a run killed mid-write keeps the last whole file."""
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path, "w") as f:
+  tmp = f"{path}.tmp"
+  with open(tmp, "w") as f:
     json.dump({"suite": suite, "machine": machine, "rows": [r.as_dict() for r in rows],
                "details": details}, f, indent=2, sort_keys=True, default=float)
+  os.replace(tmp, path)

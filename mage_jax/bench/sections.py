@@ -1,0 +1,78 @@
+"""A suite run in sections that survives a short device lease.
+
+Each section prints its time budget before it starts; a section that raises is
+recorded (error + traceback) and the next one still runs; device memory is read
+after each; every result row is printed (flushed) as soon as it exists; and the
+results JSON is rewritten after every section, so a run cut off by `timeout`
+still returns what it measured ("complete": false until the end). Imports only
+the standard library and jax (the GPU suite's image has nothing else).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+from typing import Any, Callable
+
+from mage_jax.bench import results
+from mage_jax.bench.results import Row
+
+
+def device_memory() -> dict[str, int | None]:
+  """Bytes in use, peak since the process started, and the pool limit of device 0 (None on
+  backends without memory stats, e.g. CPU). The peak never resets, so a section's own peak
+  shows only where it exceeds every earlier section's."""
+  import jax
+  stats = jax.devices()[0].memory_stats() or {}
+  return {k: stats.get(k) for k in ("bytes_in_use", "peak_bytes_in_use", "bytes_limit")}
+
+
+@dataclasses.dataclass
+class SuiteRun:
+  suite: str
+  out_path: str
+  machine: dict[str, Any]
+  rows: list[Row] = dataclasses.field(default_factory=list)
+  details: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+  def add(self, *rows: Row) -> None:
+    for r in rows:
+      self.rows.append(r)
+      goal = f"  (goal {r.goal}: {'met' if r.met else 'NOT met'})" if r.goal else ""
+      print(f"  {r.name}: {r.value:.6g} {r.unit}{goal}{'  ' + r.note if r.note else ''}",
+            flush=True)
+
+  def section(self, name: str, budget_s: float, fn: Callable[[], Any]) -> Any:
+    """Run one section; returns its result, or None when it raised."""
+    print(f"[{name}] starting, budget {budget_s:.0f} s", flush=True)
+    start = time.perf_counter()
+    out, error = None, None
+    try:
+      out = fn()
+      self.details[name] = out
+    except Exception as e:  # a benchmark reports a broken section instead of dying
+      error = f"{type(e).__name__}: {e}"
+      self.details[name] = {"error": error, "traceback": traceback.format_exc()}
+    seconds = time.perf_counter() - start
+    info = {"seconds": seconds, "budget_s": budget_s, "over_budget": seconds > budget_s,
+            "ok": error is None, "memory_after": device_memory()}
+    self.details.setdefault("sections", {})[name] = info
+    self.details.setdefault("section_order", []).append(name)  # the JSON sorts dict keys
+    over = f" (OVER its {budget_s:.0f} s budget)" if info["over_budget"] else ""
+    status = "done" if error is None else f"FAILED: {error[:500]}"
+    print(f"[{name}] {status} in {seconds:.1f} s{over}; memory {_gib(info['memory_after'])}",
+          flush=True)
+    self.write(complete=False)
+    print(f"[{name}] results so far written to {self.out_path}", flush=True)
+    return out
+
+  def write(self, complete: bool) -> None:
+    self.details["complete"] = complete
+    results.write_json(self.out_path, self.suite, self.rows, self.details, self.machine)
+
+
+def _gib(mem: dict[str, int | None]) -> str:
+  if mem.get("peak_bytes_in_use") is None:
+    return "n/a (no device memory stats)"
+  g = lambda k: f"{mem[k] / 2 ** 30:.1f}" if mem.get(k) is not None else "?"
+  return f"{g('bytes_in_use')} GiB in use, peak {g('peak_bytes_in_use')} of {g('bytes_limit')} GiB"
