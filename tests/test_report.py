@@ -291,6 +291,11 @@ def test_rl_view(tmp_path):
   ys = [float(pt.split(",")[1]) for pt in lines[1].split()]
   assert ys == sorted(ys, reverse=True) and ys[0] > ys[-1]
   assert dom.count("<tr>") - 1 == updates   # one row per group (all 12 shown)
+  body = re.search(r'<table class="stats sortable" id="groups">.*?<tbody>(.*?)</tbody>', dom, re.S).group(1)
+  cells = [re.findall(r"<td[^>]*>(.*?)</td>", row, re.S) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+  assert [c[0] for c in cells] == [str(u) for u in range(1, updates + 1)]
+  assert cells[-1][4:6] == [str(updates - 2), "1"] and cells[-1][7] == "8"   # version, lag, samples
+  assert cells[-1][2] == ", ".join(f"{r:.3g}" for r in last["rewards"])
   assert '<a href="rl.html">' in (run / "report" / "index.html").read_text()
 
 
