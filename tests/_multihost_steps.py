@@ -58,6 +58,15 @@ def train_losses(workdir: str, heldout_dir: str = "") -> dict:
       state, m = fn(state, arrays)
     losses.append(float(np.asarray(jax.device_get(m["loss"]))))
   out = {"process_count": jax.process_count(), "devices": jax.device_count(), "losses": losses}
+  # Every process writes its own shards; the per-array checksums (of the global arrays) must
+  # still verify, else the restore falls back past the only checkpoint and returns None.
+  from mage_jax.train import checkpoint as ckpt_lib
+  ck = ckpt_lib.Checkpointer(workdir, keep=1, async_save=False)
+  ck.save(STEPS, state, None, t.meta)
+  ck.wait()
+  restored = ck.restore(t.abstract, t.meta)
+  ck.close()
+  out["restored_step"] = restored[2] if restored is not None else None
   if heldout_dir:
     out["heldout"] = evaluation.heldout_loss(t, state.params, c)
   return out

@@ -69,6 +69,7 @@ def test_two_processes_match_one_process(tmp_path):
   for out, _ in outs:
     got = _parse(out)
     assert got["process_count"] == 2 and got["devices"] == 8
+    assert got["restored_step"] == ref["restored_step"] == len(ref["losses"])  # checksums verified
     for a, b in zip(got["losses"], ref["losses"]):
       assert abs(a - b) <= 1e-6 * abs(b), (got["losses"], ref["losses"])
     # Held-out eval: each process reads its share of the bins; every bin counted once.
