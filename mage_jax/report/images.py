@@ -10,8 +10,8 @@ from typing import Iterable
 from PIL import Image
 from tqdm import tqdm
 
-THUMB_WIDTH = 640
-QUALITY = 70
+THUMB_WIDTH = 512   # 1280-wide screenshots: reduce(2) then a 640 -> 512 resize
+QUALITY = 60
 
 
 @dataclasses.dataclass
