@@ -124,7 +124,7 @@ def env_fleet_fields(slots_per_node: int = 8) -> dict:
   backend "local" (threads on this host, the default) or "ray" (one actor per slot on hosts that
   advertise the `env_slot` resource); ray_address "" starts a private one-node Ray here,
   "auto" / "host:6379" joins a cluster; slots_per_node is what that private Ray (and
-  launch/ray_env_node.sh) advertises. The paper's fleet: 1,120 slots on 70 hosts = 16 per host."""
+  launch/slurm/ray_env_node.sh) advertises. The paper's fleet: 1,120 slots on 70 hosts = 16 per host."""
   return dict(backend="local", ray_address="", slots_per_node=slots_per_node)
 
 

@@ -3,7 +3,6 @@
 
 launch.eval over Ray gives the local pool's results; killing an env node mid-run loses no job
 and scores none twice, and the pool recovers when a node comes back."""
-import collections
 import json
 import os
 import subprocess
@@ -15,9 +14,10 @@ import pytest
 from mage_jax.agent.env import Env, Observation
 from mage_jax.agent.episode import EpisodeConfig
 from mage_jax.agent.policies import ScriptedPolicy
-from mage_jax.agent.slots import Job, make_pool
+from mage_jax.agent import evaluation
+from mage_jax.agent.slots import Job, LocalSlotPool, make_pool
 from mage_jax.agent.tasks.builtin import builtin_packages
-from tests._agent_helpers import needs_sandbox
+from tests._agent_helpers import local_env, needs_sandbox
 
 if os.environ.get("CI") == "true":
   import ray  # noqa: F401 - CI installs requirements-test.txt: a missing ray is a failure there
@@ -59,11 +59,11 @@ def cluster():
     c.shutdown()
 
 
-def _eval(workdir, backend, address=""):
+def _eval_over_ray(workdir, address):
   cmd = [sys.executable, "-m", "launch.eval", "--config=configs/eval.py:scripted",
          f"--workdir={workdir}", f"--config.tasks={','.join(EVAL_TASKS)}", "--config.slots=4",
          "--config.report=False",
-         "--config.env.width=800", "--config.env.height=600", f"--config.env.backend={backend}",
+         "--config.env.width=800", "--config.env.height=600", "--config.env.backend=ray",
          f"--config.env.ray_address={address}"]
   r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
   assert r.returncode == 0, r.stderr[-3000:]
@@ -75,8 +75,15 @@ def _eval(workdir, backend, address=""):
 @pytest.mark.timeout(600)
 def test_launch_eval_over_ray_equals_the_local_pool(cluster, tmp_path):
   c, _ = cluster
-  local = _eval(tmp_path / "local", "local")
-  over_ray = _eval(tmp_path / "ray", "ray", c.address)
+  over_ray = _eval_over_ray(tmp_path / "ray", c.address)
+  # The reference: the same tasks through the local thread pool in this process (what
+  # launch.eval runs by default; one subprocess less on a 2-core machine).
+  pool = LocalSlotPool(local_env, EpisodeConfig(out_dir=str(tmp_path / "local")), 4)
+  try:
+    local = {r.task_id: r.summary() for r in
+             evaluation.evaluate([TASKS[t] for t in EVAL_TASKS], lambda t: ScriptedPolicy(), pool)}
+  finally:
+    pool.close()
   terminal = sorted(EVAL_TASKS)
   assert sorted(local) == sorted(over_ray) == terminal
   fields = ("success", "steps", "score", "status", "model_calls", "terminal_actions")

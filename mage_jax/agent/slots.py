@@ -10,7 +10,7 @@ environment is closed and rebuilt before its next job.
 
 `RaySlotPool` (agent/ray_slots.py, the optional `ray` extra) backs the same interface
 with one Ray actor per slot on environment hosts; `make_pool` picks the backend from config
-(`env.backend = "local" | "ray"`). See docs/agent.md and the README's "Environment fleet".
+(`env.backend = "local" | "ray"`). See the README's "Environment fleet".
 """
 from __future__ import annotations
 
