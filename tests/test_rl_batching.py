@@ -153,6 +153,7 @@ def test_pause_keep_freezes_queued_requests_until_resume_on_the_new_weights(gate
   _until(lambda: len(batcher.queue) == 1)
   gate.set()
   batcher.pause("keep")               # returns once the running batch is done
+  threads[0].join(10)
   assert out["running"].label == "old" and len(batcher.queue) == 1
   time.sleep(0.2)
   assert "queued" not in out          # frozen while paused
