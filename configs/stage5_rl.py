@@ -78,7 +78,7 @@ def get_config(arg: str | None = None):
       score_settle=0.3))
   c.env = ml_collections.ConfigDict(dict(
       width=1280, height=800, command_timeout=30.0, max_output=16_000 if not tiny else 2_000,
-      home_mb=256, memory_mb=4096, nproc=256))
+      home_mb=256, memory_mb=4096, nproc=256, **common.env_fleet_fields(16)))
   c.optimizer.learning_rate = 1e-4 if tiny else 1e-6
   c.optimizer.warmup_steps = 0 if tiny else 10
   c.checkpoint.every_steps = 1 if tiny else 10

@@ -384,8 +384,15 @@ def harness_rollout_fn(config: ml_collections.ConfigDict, workdir: str):
                       sandbox=SandboxConfig(home_mb=e.home_mb, memory_mb=e.memory_mb, nproc=e.nproc))
   ep_cfg = EpisodeConfig(max_steps=rl.max_episode_steps, out_dir=os.path.join(workdir, "episodes"),
                          **config.episode.to_dict())
-  return HarnessRollouts(tasks, lambda: LocalEnv(env_cfg), ep_cfg,
-                         max(1, rl.env_slots // rl.rollout_workers))
+  per_worker = max(1, rl.env_slots // rl.rollout_workers)
+  env_factory = lambda: LocalEnv(env_cfg)
+  from mage_jax.agent.slots import BACKENDS, make_pool
+  backend = e.get("backend", "local")
+  if backend not in BACKENDS:
+    raise ConfigError(f"config.env.backend={backend!r}: expected one of {BACKENDS}")
+  return HarnessRollouts(tasks, env_factory, ep_cfg, per_worker, pool_factory=lambda: make_pool(
+      backend, env_factory, ep_cfg, per_worker, ray_address=e.get("ray_address", ""),
+      slots_per_node=e.get("slots_per_node", per_worker)))
 
 
 def load_rl_tasks(suite: str, tasks: str, kinds: str) -> list:

@@ -38,7 +38,7 @@ import numpy as np
 from mage_jax.agent.env import Env
 from mage_jax.agent.spray import mean_of as spray_means
 from mage_jax.agent.episode import EpisodeConfig, EpisodeResult, PolicyOutput, PolicyRequest
-from mage_jax.agent.slots import Job, LocalSlotPool
+from mage_jax.agent.slots import Job, LocalSlotPool, SlotPool
 from mage_jax.agent.tasks.package import TaskPackage
 from mage_jax.rl.batch import RLSample
 from mage_jax.models.config import IMAGE_PAD_ID
@@ -153,6 +153,13 @@ class RolloutPolicy:
     return PolicyOutput(text=comp.text, prompt_ids=prompt, completion_ids=list(comp.token_ids),
                         logprobs=logprobs, output_tokens=len(comp.token_ids))
 
+  def absorb_remote(self, remote: "RolloutPolicy") -> None:
+    """Take over what a copy of this policy recorded in another process (agent/ray_slots.py:
+    the episode ran in a Ray actor; its samples and screenshots came back through the object
+    store). The copy stamped versions from its snapshot of ctx.version, taken when the job was
+    submitted: older or equal to the served one, so the lag check stays conservative."""
+    self.samples, self.error, self.episode_id = remote.samples, remote.error, remote.episode_id
+
   def _chat(self, request: PolicyRequest, prompt: list[int], images: list[np.ndarray], seed: int
             ) -> tuple[Completion, list[int]]:
     """One screenshot call through the chat route -> (completion, the engine's prompt ids)."""
@@ -226,20 +233,24 @@ class HarnessRollouts:
   (a pool's slots each own one environment, so two threads must not share a pool)."""
 
   def __init__(self, tasks: Sequence[TaskPackage], env_factory: Callable[[], Env],
-               episode_cfg: EpisodeConfig, slots_per_worker: int):
+               episode_cfg: EpisodeConfig, slots_per_worker: int,
+               pool_factory: Callable[[], SlotPool] | None = None):
     self.tasks = {t.id: t for t in tasks}
     if len(self.tasks) != len(tasks):
       raise ValueError("HarnessRollouts: duplicate task ids")
     self.env_factory, self.episode_cfg = env_factory, episode_cfg
     self.slots_per_worker = max(1, slots_per_worker)
+    # One pool per rollout thread; default the local thread pool (config env.backend, make_pool).
+    self.pool_factory = pool_factory or (
+        lambda: LocalSlotPool(self.env_factory, self.episode_cfg, self.slots_per_worker))
     self._local = threading.local()
-    self._pools: list[LocalSlotPool] = []
+    self._pools: list[SlotPool] = []
     self._lock = threading.Lock()
 
-  def _pool(self) -> LocalSlotPool:
+  def _pool(self) -> SlotPool:
     pool = getattr(self._local, "pool", None)
     if pool is None:
-      pool = LocalSlotPool(self.env_factory, self.episode_cfg, self.slots_per_worker)
+      pool = self.pool_factory()
       self._local.pool = pool
       with self._lock:
         self._pools.append(pool)
