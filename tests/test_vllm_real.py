@@ -78,7 +78,7 @@ def vllm_server(exports):
     yield type("Running", (), {"url": url})()
     return
   server = vllm_process.VLLMServer(vllm_process.VLLMOptions(
-      model_dir=exports["a"], max_model_len=2048, kv_cache_gib=0.5, max_num_seqs=8))
+      model_dir=exports["a"], max_model_len=2048, kv_cache_gib=1, max_num_seqs=8))
   server.start(timeout_s=900)
   print(f"vLLM started in {server.startup_s:.0f} s at {server.url}", flush=True)
   yield server

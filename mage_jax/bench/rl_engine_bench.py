@@ -123,7 +123,7 @@ def run(*, reps: int = 3, quick: bool = False) -> tuple[list[Row], dict[str, Any
     api.Policy(cfg=cfg, model=model).save(export, dtype="float32")
     running = os.environ.get("MAGE_BENCH_VLLM_URL")
     vllm = None if running else VLLMServer(VLLMOptions(model_dir=export, max_model_len=2048,
-                                                       kv_cache_gib=1.0, max_num_seqs=32))
+                                                       kv_cache_gib=1, max_num_seqs=32))
     embedded = RolloutServer(export)
     with contextlib.ExitStack() as stack:
       if vllm is not None:

@@ -44,13 +44,20 @@ class VLLMOptions:
   dtype: str = "float32"              # fp32 for log-prob parity; bfloat16 on GPUs
   max_model_len: int = 4096
   max_num_seqs: int = 32
-  kv_cache_gib: float = 1.0           # CPU build: VLLM_CPU_KVCACHE_SPACE
+  kv_cache_gib: int = 1               # CPU build: VLLM_CPU_KVCACHE_SPACE, whole GiB (vLLM int()s it)
   gpu_memory_utilization: float = 0.0  # CUDA build: > 0 passes --gpu-memory-utilization
   seed: int = 0
   enforce_eager: bool = True          # no torch.compile warm-up: minutes saved at start-up on CPU
   python: str = ENGINE_PYTHON
   log_path: str = ""                  # "" = <model_dir>/../vllm-<port>.log
   extra_args: tuple[str, ...] = ()
+
+  def __post_init__(self):
+    # vllm-cpu 0.32 parses VLLM_CPU_KVCACHE_SPACE with int(): "0.5" fails deep in start-up.
+    if isinstance(self.kv_cache_gib, bool) or int(self.kv_cache_gib) != self.kv_cache_gib or self.kv_cache_gib < 1:
+      raise ValueError(f"VLLMOptions.kv_cache_gib={self.kv_cache_gib!r}: the CPU build takes a whole "
+                       "number of GiB >= 1 (VLLM_CPU_KVCACHE_SPACE)")
+    self.kv_cache_gib = int(self.kv_cache_gib)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -78,7 +85,7 @@ def server_env(opts: VLLMOptions, base: dict[str, str] | None = None) -> dict[st
   # Our JAX venv's variables must not leak into the engine's interpreter.
   for k in ("PYTHONPATH", "XLA_FLAGS", "JAX_PLATFORMS", "VIRTUAL_ENV"):
     env.pop(k, None)
-  env.update(VLLM_SERVER_DEV_MODE="1", VLLM_CPU_KVCACHE_SPACE=f"{opts.kv_cache_gib:g}",
+  env.update(VLLM_SERVER_DEV_MODE="1", VLLM_CPU_KVCACHE_SPACE=str(opts.kv_cache_gib),
              VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", HF_HUB_OFFLINE="1",
              TRANSFORMERS_OFFLINE="1")
   return env
