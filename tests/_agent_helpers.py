@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from mage_jax.agent import sandbox as sb
-from mage_jax.agent.env import EnvConfig, LocalEnv
+from mage_jax.agent.env import Env, EnvConfig, LocalEnv, Observation
 
 try:
   sb.check_available()
@@ -18,6 +18,25 @@ except sb.SandboxUnavailable as e:
 
 needs_sandbox = pytest.mark.skipif(SANDBOX_REASON is not None, reason=f"sandbox unavailable: {SANDBOX_REASON}")
 SMALL = EnvConfig(width=800, height=600, command_timeout=30)
+class StubEnv(Env):
+  """An env with no machine behind it: tests override the one call they make fail or record."""
+
+  def reset(self, task):
+    return Observation(text=None)
+
+  def step(self, name, arguments):
+    return Observation(text="")
+
+  def screenshot(self):
+    return None
+
+  def score(self):
+    return 0.0
+
+  def close(self):
+    pass
+
+
 SUITE_WORKERS = 6  # environments at once: they mostly wait on X, apps and pipes, so > 2 cores pays
 
 

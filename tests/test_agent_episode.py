@@ -18,7 +18,7 @@ from mage_jax.agent.slots import Job, LocalSlotPool
 from mage_jax.agent.tasks.builtin import builtin_packages
 from mage_jax.agent.tasks.package import package_from_dict
 from mage_jax.data import trajectory as tr
-from tests._agent_helpers import builtin_suite_run, local_env, needs_sandbox
+from tests._agent_helpers import StubEnv, builtin_suite_run, local_env, needs_sandbox
 
 TASKS = {p.id: p for p in builtin_packages()}
 
@@ -161,21 +161,9 @@ def test_gui_prompt_carries_screenshots_and_budget(tmp_path):
   assert n_images == [1, 2, 3]  # o_1..o_t, at most visual_turns=3
 
 
-class CrashingEnv(Env):
+class CrashingEnv(StubEnv):
   def reset(self, task):
     raise RuntimeError("X server died")
-
-  def step(self, name, arguments):
-    return Observation()
-
-  def screenshot(self):
-    return None
-
-  def score(self):
-    return 0.0
-
-  def close(self):
-    pass
 
 
 @needs_sandbox

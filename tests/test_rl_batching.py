@@ -109,13 +109,19 @@ def _until(cond, timeout=10.0):
     time.sleep(0.005)
 
 
-def test_pause_abort_returns_queued_requests_as_aborted(gated):
-  batcher, gate, started, _ = gated
-  out = {}
+def _running_and_queued(batcher, started, out):
+  """One request running on the device (held at the gate) and one queued behind it."""
   running = _submit(batcher, out, "running")
   started.wait(10)
   queued = _submit(batcher, out, "queued")
   _until(lambda: len(batcher.queue) == 1)
+  return running, queued
+
+
+def test_pause_abort_returns_queued_requests_as_aborted(gated):
+  batcher, gate, started, _ = gated
+  out = {}
+  running, queued = _running_and_queued(batcher, started, out)
   pauser = threading.Thread(target=lambda: batcher.pause("abort"))
   pauser.start()
   queued.join(10)
@@ -130,10 +136,7 @@ def test_pause_abort_returns_queued_requests_as_aborted(gated):
 def test_pause_wait_lets_queued_requests_finish_first(gated):
   batcher, gate, started, _ = gated
   out = {}
-  threads = [_submit(batcher, out, "running")]
-  started.wait(10)
-  threads.append(_submit(batcher, out, "queued"))
-  _until(lambda: len(batcher.queue) == 1)
+  threads = list(_running_and_queued(batcher, started, out))
   pauser = threading.Thread(target=lambda: batcher.pause("wait"))
   pauser.start()
   time.sleep(0.2)
@@ -147,10 +150,7 @@ def test_pause_wait_lets_queued_requests_finish_first(gated):
 def test_pause_keep_freezes_queued_requests_until_resume_on_the_new_weights(gated):
   batcher, gate, started, weights = gated
   out = {}
-  threads = [_submit(batcher, out, "running")]
-  started.wait(10)
-  threads.append(_submit(batcher, out, "queued"))
-  _until(lambda: len(batcher.queue) == 1)
+  threads = list(_running_and_queued(batcher, started, out))
   gate.set()
   batcher.pause("keep")               # returns once the running batch is done
   threads[0].join(10)
