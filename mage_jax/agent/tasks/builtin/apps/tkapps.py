@@ -79,12 +79,19 @@ class App:
 
 
 class Buttons(App):
-  """A row of buttons; clicking one saves {"clicked": label}."""
+  """A row of buttons; clicking one saves {"clicked": label}. Optional `places` {label: [x, y]}
+  puts a button anywhere in the window and `colors` {label: Tk colour} paints it (tasks that
+  must be solved by looking at the screen: tasks/proof_family.py)."""
   def __init__(self, cfg):
     super().__init__(cfg)
+    places, colors, row_y = cfg.get("places", {}), cfg.get("colors", {}), self.y
     for i, text in enumerate(cfg["buttons"]):
-      self.button(text, f"button:{text}", lambda t=text: self.save_json({"clicked": t}, "click"),
-                  x=PAD + i * 140, advance=False)
+      x, self.y = places.get(text, (PAD + i * 140, row_y))
+      b = self.button(text, f"button:{text}", lambda t=text: self.save_json({"clicked": t}, "click"),
+                      x=x, advance=False)
+      if text in colors:
+        b.config(bg=colors[text], activebackground=colors[text])
+    self.y = row_y
 
 
 class Form(App):
