@@ -1,0 +1,313 @@
+"""The proof task family (issue 12): small templated tasks with a train / held-out split fixed by
+parameter value, for showing that SFT and RL lift held-out success on a tiny model.
+
+Templates (`TEMPLATES`, name -> kind); every instance is 2-3 steps with one obvious solution:
+
+  make_file     terminal  "Create a file named notes3.txt holding the word sunbird"
+                          echo sunbird > notes3.txt
+  count_lines   terminal  "Write the number of lines in memo5.txt to plan2.txt"
+                          wc -l < memo5.txt > plan2.txt        (the count is nowhere in the task)
+  click_colour  gui       "Click the red button": 3 coloured buttons at random slots of a 4 x 3
+                          grid on a 640x400 screen; only the screenshot says where red is
+  file_and_click hybrid   make_file's shell step, then click_colour's click
+
+The split is fixed by VALUE, independent of the seed:
+  - words are compounds <part A><part B> ("sunbird"), file names <base><digit>.txt ("memo5.txt");
+    a compound is held out when (i + j) % 4 == 0 for its part indices, so every held-out value is a
+    new combination of parts (tokens) that train values use: a model trained from scratch can emit
+    it (tests/test_proof_family.py checks the token coverage with the real tokenizer);
+  - a (colour, slot) pair is held out when (colour index + slot index) % 4 == 0; train screens show
+    train pairs only (targets and distractors), held-out targets are held-out pairs.
+The seed only picks which instances of a split are drawn.
+
+  from mage_jax.agent.tasks import proof_family as pf
+  pf.split_counts()                                      # {template: {"train": n, "heldout": n}}
+  pf.write_suite("heldout", "W/suite_heldout")           # launch.eval --config.suite=W/suite_heldout
+  pf.write_suite("train", "W/suite_train")               # launch.rl --config.rl.suite=W/suite_train
+  pf.collect_teacher_data("W/teacher")                   # W/teacher/episodes.jsonl (scripted policy,
+                                                         # real sandbox + Xvfb, successful episodes)
+
+Commands (the environment must be 640x400, as here):
+  python -m launch.eval --config=configs/eval.py:scripted --config.suite=W/suite_heldout \\
+      --config.env.width=640 --config.env.height=400 --workdir=W/eval_scripted
+  python -m launch.pack --config=configs/data_tiny.py:W/teacher --out=W/packed
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import random
+import shutil
+from typing import Any
+
+from mage_jax.agent.tasks.package import TaskPackage, package_from_dict, save_package
+
+TEMPLATES = {"make_file": "terminal", "count_lines": "terminal", "click_colour": "gui",
+             "file_and_click": "hybrid"}
+SPLITS = ("train", "heldout")
+DEFAULT_PER_TEMPLATE = {"train": 100, "heldout": 60}
+SCREEN = (640, 400)
+H = "/home/user"
+
+# Parts: every compound and every part tokenises as one token per part (Qwen3, after a space).
+WORD_A = ("sun", "moon", "star", "rain", "snow", "gold", "iron", "wind")
+WORD_B = ("bird", "fish", "leaf", "stone", "boat", "bell", "horn", "wolf", "fox")
+NAME_BASE = ("notes", "data", "memo", "list", "log", "plan", "draft", "report")
+NAME_DIGIT = tuple(str(d) for d in range(1, 10))
+# filler lines of count_lines' input: no digits, so the count is in no file
+FILLER = ("alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta")
+COLOURS = ("red", "green", "blue", "yellow", "purple", "orange")
+SLOT_COLS, SLOT_ROWS = 4, 3
+BUTTON_W = 120
+
+
+def _held(i: int, j: int) -> bool:
+  return (i + j) % 4 == 0
+
+
+def _compounds(a: tuple[str, ...], b: tuple[str, ...], split: str, suffix: str = "") -> list[str]:
+  return [x + y + suffix for i, x in enumerate(a) for j, y in enumerate(b) if _held(i, j) == (split == "heldout")]
+
+
+def words(split: str) -> list[str]:
+  return _compounds(WORD_A, WORD_B, split)
+
+
+def file_names(split: str) -> list[str]:
+  return _compounds(NAME_BASE, NAME_DIGIT, split, ".txt")
+
+
+def slot_xy(slot: int) -> tuple[int, int]:
+  """Window coordinates of a slot's button (the app sits at +0+0, so also screen pixels)."""
+  c, r = slot % SLOT_COLS, slot // SLOT_COLS
+  return 20 + c * 155, 50 + r * 110
+
+
+def colour_slots(split: str) -> list[tuple[str, int]]:
+  return [(c, s) for i, c in enumerate(COLOURS) for s in range(SLOT_COLS * SLOT_ROWS)
+          if _held(i, s) == (split == "heldout")]
+
+
+def _check_split(split: str) -> None:
+  if split not in SPLITS:
+    raise ValueError(f"split={split!r}: expected one of {SPLITS}")
+
+
+# ---- call builders (templated think / action text: the teacher's words) ----------------------
+def _bash(cmd: str, think: str, action: str) -> dict[str, Any]:
+  return {"name": "bash", "arguments": {"command": cmd}, "think": think, "action": action}
+
+
+def _click(colour: str, think: str) -> dict[str, Any]:
+  return {"name": "computer_use", "arguments": {"action": "left_click", "coordinate": f"@buttons.button:{colour}"},
+          "think": think, "action": f"Click the {colour} button"}
+
+
+def _done(think: str) -> dict[str, Any]:
+  return {"name": "computer_use", "arguments": {"action": "terminate", "status": "success"},
+          "think": think, "action": "Finish: the task is complete"}
+
+
+def _buttons_app(target: str, target_slot: int, others: list[tuple[str, int]]) -> dict[str, Any]:
+  buttons = [(target, target_slot)] + others
+  buttons.sort(key=lambda b: b[1])  # screen order, so the target's place in the list says nothing
+  return {"type": "app", "config": {
+      "kind": "buttons", "name": "buttons", "out": f"{H}/clicked.json", "width": SCREEN[0], "height": SCREEN[1],
+      "buttons": [c for c, _ in buttons], "colors": {c: c for c, _ in buttons},
+      "places": {c: list(slot_xy(s)) for c, s in buttons}}}
+
+
+# ---- templates: params -> package dict --------------------------------------------------------
+def _make_file(p: dict[str, Any]) -> dict[str, Any]:
+  name, word = p["name"], p["word"]
+  return dict(
+      instruction=f"Create a file named {name} holding the word {word}",
+      setup=[], checker={"type": "file_text", "path": name, "equals": word},
+      reference=[_bash(f"echo {word} > {name}", f"The file {name} must hold the word {word} , so I echo it into the file.",
+                       f"Write {word} to {name}"),
+                 _done(f"The file {name} now holds {word} , so the task is done.")],
+      near_miss=[_bash(f"echo {word}s > {name}", f"I echo the word into {name} .", f"Write {word}s to {name}"),
+                 _done("Done.")])
+
+
+def _count_lines(p: dict[str, Any]) -> dict[str, Any]:
+  src, dst, lines = p["src"], p["dst"], p["lines"]
+  return dict(
+      instruction=f"Write the number of lines in {src} to {dst}",
+      setup=[{"type": "text", "path": src, "content": "\n".join(lines) + "\n"}],
+      checker={"type": "file_text", "path": dst, "equals": str(len(lines))},
+      reference=[_bash(f"wc -l < {src} > {dst}", f"I count the lines of {src} with wc and write the number to {dst} .",
+                       f"Count the lines of {src} into {dst}"),
+                 _done(f"The line count of {src} is now in {dst} , so the task is done.")],
+      near_miss=[_bash(f"wc -l {src} > {dst}", f"I count the lines of {src} .", f"Count the lines of {src}"),
+                 _done("Done.")])
+
+
+def _click_colour(p: dict[str, Any]) -> dict[str, Any]:
+  colour, others = p["colour"], p["others"]
+  return dict(
+      instruction=f"Click the {colour} button",
+      setup=[_buttons_app(colour, p["slot"], others)],
+      checker={"type": "app_state", "path": "clicked.json", "expected": {"clicked": colour}},
+      reference=[_click(colour, f"I find the {colour} button on the screen and click it."),
+                 _done(f"I clicked the {colour} button, so the task is done.")],
+      near_miss=[_click(others[0][0], "I click a button."), _done("Done.")])
+
+
+def _file_and_click(p: dict[str, Any]) -> dict[str, Any]:
+  name, word, colour, others = p["name"], p["word"], p["colour"], p["others"]
+  return dict(
+      instruction=f"Create a file named {name} holding the word {word} and click the {colour} button",
+      setup=[_buttons_app(colour, p["slot"], others)],
+      checker={"type": "all", "checks": [
+          {"type": "file_text", "path": name, "equals": word},
+          {"type": "app_state", "path": "clicked.json", "expected": {"clicked": colour}}]},
+      reference=[_bash(f"echo {word} > {name}", f"First the file: {name} must hold {word} , so I echo it into the file.",
+                       f"Write {word} to {name}"),
+                 _click(colour, f"Now I find the {colour} button on the screen and click it."),
+                 _done(f"{name} holds {word} and I clicked the {colour} button, so the task is done.")],
+      near_miss=[_bash(f"echo {word} > {name}", f"I echo {word} into {name} .", f"Write {word} to {name}"),
+                 _click(others[0][0], "I click a button."), _done("Done.")])
+
+
+_BUILD = {"make_file": _make_file, "count_lines": _count_lines, "click_colour": _click_colour,
+          "file_and_click": _file_and_click}
+
+
+# ---- parameter sampling -----------------------------------------------------------------------
+def _screen(rng: random.Random, split: str) -> tuple[str, int, list[tuple[str, int]]]:
+  """A target (colour, slot) of the split and two distractors at other slots in other colours
+  (train screens use train pairs only, so no held-out pair is ever on a train screen)."""
+  colour, slot = rng.choice(colour_slots(split))
+  allowed = set(colour_slots("train")) if split == "train" else None
+  others: list[tuple[str, int]] = []
+  while len(others) < 2:
+    c, s = rng.choice(COLOURS), rng.randrange(SLOT_COLS * SLOT_ROWS)
+    if c in {colour, *(o[0] for o in others)} or s in {slot, *(o[1] for o in others)}:
+      continue
+    if allowed is not None and (c, s) not in allowed:
+      continue
+    others.append((c, s))
+  return colour, slot, others
+
+
+def _params(template: str, rng: random.Random, split: str) -> dict[str, Any]:
+  ws, ns = words(split), file_names(split)
+  if template == "make_file":
+    return {"name": rng.choice(ns), "word": rng.choice(ws)}
+  if template == "count_lines":
+    src, dst = rng.sample(ns, 2)
+    return {"src": src, "dst": dst, "lines": [" ".join(rng.choices(FILLER, k=2)) for _ in range(rng.randint(3, 12))]}
+  colour, slot, others = _screen(rng, split)
+  p = {"colour": colour, "slot": slot, "others": others}
+  if template == "file_and_click":
+    p.update(name=rng.choice(ns), word=rng.choice(ws))
+  return p
+
+
+def instance_params(split: str, seed: int = 0, per_template: int | None = None) -> list[tuple[str, dict[str, Any]]]:
+  """(template, params) of every instance, in `instances` order: distinct within a template."""
+  _check_split(split)
+  n = per_template or DEFAULT_PER_TEMPLATE[split]
+  out = []
+  for template in TEMPLATES:
+    rng = random.Random(f"proof:{template}:{split}:{seed}")
+    seen: set[str] = set()
+    tries = 0
+    while len([1 for t, _ in out if t == template]) < n:
+      tries += 1
+      if tries > 50 * n:
+        raise ValueError(f"{template}/{split}: only {len(seen)} distinct instances, asked for {n}")
+      p = _params(template, rng, split)
+      key = json.dumps(p, sort_keys=True)
+      if key not in seen:
+        seen.add(key)
+        out.append((template, p))
+  return out
+
+
+def build(template: str, params: dict[str, Any], id: str) -> TaskPackage:
+  d = _BUILD[template](params)
+  kind = TEMPLATES[template]
+  d.update(id=id, kind=kind, max_steps=6,
+           channels={"terminal": ["terminal"], "gui": ["gui"], "hybrid": ["gui", "terminal"]}[kind],
+           apps=[] if kind == "terminal" else ["tk"], skills=["proof", f"proof:{template}"])
+  return package_from_dict(d, source=f"proof_family:{id}")
+
+
+def instances(split: str, seed: int = 0, per_template: int | None = None) -> list[TaskPackage]:
+  """Deterministic instances of a split (ids proof_<template>_<split>_<i>)."""
+  counters: collections.Counter = collections.Counter()
+  out = []
+  for template, p in instance_params(split, seed, per_template):
+    out.append(build(template, p, f"proof_{template}_{split}_{counters[template]:03d}"))
+    counters[template] += 1
+  return out
+
+
+def template_of(task_id: str) -> str:
+  """The template of an instance id (proof_<template>_<split>_<i>)."""
+  for t in sorted(TEMPLATES, key=len, reverse=True):
+    if task_id.startswith(f"proof_{t}_"):
+      return t
+  raise ValueError(f"{task_id!r} is not a proof-family instance id")
+
+
+def split_counts(seed: int = 0, per_template: dict[str, int] | int | None = None) -> dict[str, dict[str, int]]:
+  """{template: {"train": n, "heldout": n, "kind": kind}}: distinct instances per template and split."""
+  out = {t: {"kind": k} for t, k in TEMPLATES.items()}
+  for split in SPLITS:
+    n = per_template.get(split) if isinstance(per_template, dict) else per_template
+    for t, _ in instance_params(split, seed, n):
+      out[t][split] = out[t].get(split, 0) + 1
+  return out
+
+
+def write_suite(split: str, directory: str, seed: int = 0, per_template: int | None = None) -> list[str]:
+  """One package directory per instance under `directory` (launch.eval --config.suite=DIR,
+  launch.rl --config.rl.suite=DIR). Stale proof_* packages there are removed first."""
+  tasks = instances(split, seed, per_template)
+  os.makedirs(directory, exist_ok=True)
+  keep = {t.id for t in tasks}
+  for entry in os.listdir(directory):
+    full = os.path.join(directory, entry)
+    if entry.startswith("proof_") and entry not in keep and os.path.isfile(os.path.join(full, "task.json")):
+      shutil.rmtree(full)
+  return [save_package(t, os.path.join(directory, t.id)) for t in tasks]
+
+
+def collect_teacher_data(out_dir: str, seed: int = 0, per_template: int | None = None, workers: int = 2,
+                         max_steps: int = 6) -> str:
+  """The scripted reference policy plays the TRAIN instances through the real harness (the slot pool
+  and episode loop launch.eval uses: sandbox, Xvfb at 640x400, the Tk apps); the successful
+  episodes go to <out_dir>/episodes.jsonl (trajectory format, screenshots under <out_dir>/shots).
+  The same episodes split by kind go to <out_dir>/{terminal,gui,hybrid,grounding}.jsonl, the layout
+  `launch.pack --config=configs/data_tiny.py:<out_dir>` reads (grounding stays empty).
+  <out_dir>/teacher.json counts episodes per template and the failures with their reasons."""
+  from mage_jax.agent import evaluation
+  from mage_jax.agent.env import EnvConfig, LocalEnv
+  from mage_jax.agent.episode import EpisodeConfig
+  from mage_jax.agent.policies import ScriptedPolicy
+  from mage_jax.agent.slots import make_pool
+  from mage_jax.data import trajectory as tr
+  tasks = instances("train", seed, per_template)
+  env_cfg = EnvConfig(width=SCREEN[0], height=SCREEN[1])
+  ep_cfg = EpisodeConfig(out_dir=os.path.join(out_dir, "shots"), max_steps=max_steps)
+  pool = make_pool("local", lambda: LocalEnv(env_cfg), ep_cfg, workers)
+  try:
+    results = evaluation.evaluate(tasks, lambda t: ScriptedPolicy("reference"), pool)
+  finally:
+    pool.close()
+  kept = [r for r in results if r.success and r.episode is not None]
+  path = os.path.join(out_dir, "episodes.jsonl")
+  tr.write_episodes(path, [r.episode for r in kept])
+  for kind in ("terminal", "gui", "hybrid", "grounding"):  # configs/data_tiny.py:<out_dir> reads these
+    tr.write_episodes(os.path.join(out_dir, f"{kind}.jsonl"), [r.episode for r in kept if r.kind == kind])
+  report = {"seed": seed, "train_instances": len(tasks), "episodes": len(kept),
+            "per_template": dict(collections.Counter(template_of(r.task_id) for r in kept)),
+            "failed": {r.task_id: f"{r.status} score={r.score:.2f} {(r.error or '').splitlines()[0][:200] if r.error else ''}".strip()
+                       for r in results if not r.success}}
+  with open(os.path.join(out_dir, "teacher.json"), "w") as f:
+    json.dump(report, f, indent=1)
+  return path
