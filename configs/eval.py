@@ -29,12 +29,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.check_gates = False          # run the package gates before evaluating (rejects failing packages)
   c.episode = ml_collections.ConfigDict(dict(max_steps=50, full_responses=4, visual_turns=3,
                                              context_len=32_768,
-                                             score_settle=0.3))  # s between the last action and the checker
+                                             score_settle=0.3,   # s between the last action and the checker
+                                             toolset="hybrid"))  # hybrid (computer_use + bash) | gui
   c.env = ml_collections.ConfigDict(dict(width=1280, height=800, command_timeout=30.0, max_output=16_000,
                                          home_mb=256, memory_mb=4096, nproc=256,
                                          **common.env_fleet_fields()))
   c.policy = ml_collections.ConfigDict(dict(
-      kind=kind, which="reference",                               # scripted: reference | near_miss
+      kind=kind, which="reference",     # scripted: reference | reference:<channel> | near_miss
       base_url="http://127.0.0.1:8000/v1", model="mage", api_key="EMPTY",  # openai
       checkpoint="",                                              # checkpoint: an HF directory
       max_tokens=1024, temperature=0.0, top_p=1.0, greedy=True))

@@ -120,6 +120,16 @@ def parse_response(text: str) -> ParseResult:
   return result
 
 
+def parse_for_toolset(text: str, toolset: str) -> ParseResult:
+  """`parse_response`, then a call to a tool outside `toolset` (schema.TOOLSETS) is an invalid call."""
+  result = parse_response(text)
+  allowed = schema.TOOLSETS[toolset]
+  if result.ok and result.name not in allowed:
+    return _fail(result, INVALID_CALL, f"tool {result.name!r} is not available in this harness; "
+                                       f"the tools are {list(allowed)}")
+  return result
+
+
 def channel_of(name: str | None) -> str | None:
   """'gui' for computer_use, 'terminal' for bash."""
   return {schema.COMPUTER_USE: "gui", schema.BASH: "terminal"}.get(name or "")

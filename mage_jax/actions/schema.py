@@ -91,6 +91,17 @@ BASH_SCHEMA: dict[str, Any] = {
 TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (COMPUTER_USE_SCHEMA, BASH_SCHEMA)
 TOOL_NAMES = (COMPUTER_USE, BASH)
 
+# The harness's tool-set switch: which tools an episode offers (and declares in its system turn).
+# "hybrid" is the trained policy's schema; "gui" is the GUI-only agent of the channel ablation.
+TOOLSETS: dict[str, tuple[str, ...]] = {"hybrid": (COMPUTER_USE, BASH), "gui": (COMPUTER_USE,)}
+
+
+def toolset_schemas(toolset: str) -> list[dict[str, Any]]:
+  """The schemas of a tool set, in TOOL_SCHEMAS order; an unknown name is a ValueError."""
+  if toolset not in TOOLSETS:
+    raise ValueError(f"unknown tool set {toolset!r}; expected one of {sorted(TOOLSETS)}")
+  return [dict(s) for s in TOOL_SCHEMAS if s["function"]["name"] in TOOLSETS[toolset]]
+
 
 def to_pixel(coord: int, size: int) -> int:
   """[0, 999] -> pixel index; 0 and 999 map to the first and last pixel."""

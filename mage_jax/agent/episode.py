@@ -20,6 +20,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from mage_jax.actions import parsing
+from mage_jax.actions import schema as tools
 from mage_jax.agent.env import Env, Observation
 from mage_jax.agent.spray import SprayCounter
 from mage_jax.agent.tasks.package import TaskPackage
@@ -60,6 +61,12 @@ class EpisodeConfig:
   out_dir: str = "/tmp/mage_episodes"      # screenshots go to <out_dir>/<episode id>/
   score_settle: float = 0.3                # seconds between the last action and the checker: apps
                                            # handle the final click (e.g. Save) on their own schedule
+  toolset: str = "hybrid"                  # schema.TOOLSETS: "hybrid" (computer_use + bash) or "gui"
+                                           # (computer_use only: the channel ablation's GUI-only agent)
+
+  def __post_init__(self):
+    if self.toolset not in tools.TOOLSETS:
+      raise ValueError(f"episode.toolset={self.toolset!r}: expected one of {sorted(tools.TOOLSETS)}")
 
 
 @dataclasses.dataclass
@@ -80,6 +87,7 @@ class EpisodeResult:
   error: str | None = None
   records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
   episode_id: str = ""                     # names the trajectory, its screenshots and its step records
+  skills: list[str] = dataclasses.field(default_factory=list)  # the task's skill ids (per-skill reports)
 
   @property
   def success(self) -> bool:
@@ -137,7 +145,7 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
   episode_id = episode_id or f"{task.id}-{int(time.time() * 1000)}"
   shot_dir = os.path.join(cfg.out_dir, episode_id)
   renderer = renderer_for(cfg)
-  res = EpisodeResult(task.id, task.kind, None, episode_id=episode_id)
+  res = EpisodeResult(task.id, task.kind, None, episode_id=episode_id, skills=list(task.skills))
   errors: collections.Counter = collections.Counter()
   spray = SprayCounter()
   max_steps = min(cfg.max_steps, task.max_steps or cfg.max_steps)
@@ -145,12 +153,13 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
   obs = first_observation if first_observation is not None else env.reset(task)
   current = _save_observation(obs, shot_dir, 1, None)
   steps: list[tr.Step] = []
+  offered = tools.toolset_schemas(cfg.toolset)
   screen = (obs.screenshot.width, obs.screenshot.height) if obs.screenshot is not None else None
   for t in range(1, max_steps + 1):
     n = len(steps) + 1  # trajectory step index (invalid turns are not steps)
     ep = tr.Episode(id=episode_id, instruction=task.instruction,
                     steps=steps + [tr.Step(current, "", "", None)], screen_size=screen,
-                    source="rollout", root=cfg.out_dir)
+                    source="rollout", root=cfg.out_dir, tools=offered)
     prompt, images = render_prompt(renderer, ep, n)
     out = policy.act(PolicyRequest(task, n, ep, prompt, images, env.resolve))
     res.model_calls += 1
@@ -158,7 +167,7 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
     if out_tokens is None:
       out_tokens = len(out.completion_ids) if out.completion_ids is not None else len(renderer.tok.encode(out.text))
     res.output_tokens += out_tokens
-    parsed = parsing.parse_response(out.text)
+    parsed = parsing.parse_for_toolset(out.text, cfg.toolset)
     res.records.append({"t": t, "step": n, "prompt_tokens": int(len(prompt)), "images": len(images),
                         "prompt_ids": out.prompt_ids, "completion_ids": out.completion_ids,
                         "logprobs": out.logprobs, "output_tokens": out_tokens,
@@ -196,6 +205,7 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
   if steps:
     res.episode = tr.Episode(id=episode_id, instruction=task.instruction, steps=steps, screen_size=screen,
                              source="rollout", outcome="success" if res.score >= 1 else "failure",
-                             reward=res.score, root=cfg.out_dir,
-                             meta={"task_id": task.id, "kind": task.kind, "status": res.status})
+                             reward=res.score, root=cfg.out_dir, tools=offered,
+                             meta={"task_id": task.id, "kind": task.kind, "status": res.status,
+                                   "toolset": cfg.toolset, "skills": list(task.skills)})
   return res

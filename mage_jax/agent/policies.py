@@ -15,16 +15,27 @@ from PIL import Image
 
 from mage_jax.actions import schema as tools
 from mage_jax.agent.episode import PolicyOutput, PolicyRequest
+from mage_jax.agent.tasks.package import CHANNELS
 
 
 class ScriptedPolicy:
-  """Replays a task's reference (or near-miss) calls, resolving '@app.widget' coordinates."""
+  """Replays a task's reference (or near-miss) calls, resolving '@app.widget' coordinates.
+
+  `which`: "reference" (the first), "reference:<channel>" (the first reference of that channel,
+  e.g. "reference:gui" for the channel ablation; a task without one fails at step 1), "near_miss".
+  """
 
   def __init__(self, which: str = "reference"):
-    self.which = which
+    kind, _, channel = which.partition(":")
+    if kind not in ("reference", "near_miss") or (channel and (kind != "reference" or channel not in CHANNELS)):
+      raise ValueError(f"policy.which={which!r}: expected reference, reference:<{'|'.join(CHANNELS)}> or near_miss")
+    self.which, self.channel = kind, channel
 
   def act(self, request: PolicyRequest) -> PolicyOutput:
-    calls = getattr(request.task, self.which) or []
+    if self.channel:
+      calls = request.task.reference_for(self.channel) or []
+    else:
+      calls = getattr(request.task, self.which) or []
     i = request.t - 1
     if i >= len(calls):
       call = {"name": tools.COMPUTER_USE, "arguments": {"action": "terminate", "status": "failure"},

@@ -3,7 +3,7 @@
   schema          the package loads (fields, preparer/checker specs, calls valid)
   setup           setup runs cleanly in a fresh environment
   initial_zero    the checker scores 0 on the untouched initial state
-  reference_one   the reference solution (when present) scores 1
+  reference_one   every reference solution (when present) scores 1
   near_miss_below_one  the near-miss solution (when present) scores < 1
   no_blind_exploit     every blind exploit (tasks/exploits.py) that can touch what the checker
                        reads scores exactly 0; a hit names the exploit's family and score, and an
@@ -95,7 +95,13 @@ def run_calls(env: Env, calls: list[dict[str, Any]]) -> None:
       break
 
 
-# run_reference(env, package, first_observation): acts on an env that was just reset.
+def reference_name(pkg: TaskPackage, i: int) -> str:
+  """The score key of the i-th reference: 'reference' for the first, 'reference[<channel>]' after."""
+  return "reference" if i == 0 else f"reference[{pkg.references[i]['channel']}]"
+
+
+# run_reference(env, package, first_observation): acts on an env that was just reset; the
+# package it is given holds only the reference to run.
 ReferenceRunner = Callable[[Env, TaskPackage, Observation], None]
 
 
@@ -198,17 +204,19 @@ def check_package(pkg: TaskPackage | dict[str, Any], env_factory: Callable[[], E
     if s != 0:
       return fail("initial_zero", f"the checker scores {s} on the untouched initial state")
     fresh = True  # the setup's state is untouched (scoring reads files only): the first solution uses it
-    for name, calls, gate, ok in (
-        ("reference", pkg.reference, "reference_one", lambda v: v == 1.0),
-        ("near_miss", pkg.near_miss, "near_miss_below_one", lambda v: v < 1.0)):
+    solutions = [(reference_name(pkg, i), ref["calls"], "reference_one", lambda v: v == 1.0)
+                 for i, ref in enumerate(pkg.references)]
+    solutions.append(("near_miss", pkg.near_miss, "near_miss_below_one", lambda v: v < 1.0))
+    for name, calls, gate, ok in solutions:
       if calls is None:
         continue
       try:
         if not fresh:
           obs = env.reset(pkg)
         fresh = False
-        if name == "reference" and run_reference is not None:
-          run_reference(env, pkg, obs)
+        if gate == "reference_one" and run_reference is not None:
+          run_reference(env, dataclasses.replace(pkg, references=[r for r in pkg.references
+                                                                  if r["calls"] is calls]), obs)
         else:
           run_calls(env, calls)
         time.sleep(SETTLE_SECONDS)

@@ -5,8 +5,14 @@ whose other files the package may reference by relative path):
 
   id, instruction, kind ("terminal" | "gui" | "hybrid"), apps, skills,
   channels (hints: subset of ["gui", "terminal"]), setup (list of preparers),
-  checker (a checker spec), reference / near_miss (lists of tool calls),
-  max_steps (optional).
+  checker (a checker spec), references (a list of {"channel", "calls"}: every
+  known solution, each labelled with the channel it uses), near_miss (a list of
+  tool calls), max_steps (optional).
+
+`reference` (one list of calls) is accepted as shorthand for a single
+reference whose channel is read off its calls. Channels: "terminal" (bash
+only, plus computer_use terminate/wait), "gui" (computer_use only: a GUI-only
+agent can run it), "hybrid" (both). The gates run every reference.
 
 A tool call is {"name": "computer_use" | "bash", "arguments": {...}} with
 optional "think" and "action" strings. In a `computer_use` coordinate, a
@@ -24,6 +30,8 @@ from typing import Any
 from mage_jax.actions import schema as tools
 
 KINDS = ("terminal", "gui", "hybrid")
+CHANNELS = ("terminal", "gui", "hybrid")  # of a reference solution
+_CONTROL_ACTIONS = ("terminate", "wait")   # computer_use actions that are not GUI work
 
 
 class PackageError(ValueError):
@@ -40,7 +48,7 @@ class TaskPackage:
   apps: list[str] = dataclasses.field(default_factory=list)
   skills: list[str] = dataclasses.field(default_factory=list)
   channels: list[str] = dataclasses.field(default_factory=list)
-  reference: list[dict[str, Any]] | None = None
+  references: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # [{channel, calls}]
   near_miss: list[dict[str, Any]] | None = None
   max_steps: int | None = None
   source: str = "<dict>"  # where it was loaded from (errors name it)
@@ -50,11 +58,57 @@ class TaskPackage:
   def needs_desktop(self) -> bool:
     return self.kind != "terminal"
 
+  @property
+  def reference(self) -> list[dict[str, Any]] | None:
+    """The first (primary) reference's calls."""
+    return self.references[0]["calls"] if self.references else None
+
+  def reference_for(self, channel: str) -> list[dict[str, Any]] | None:
+    """The first reference labelled `channel`, or None."""
+    return next((r["calls"] for r in self.references if r["channel"] == channel), None)
+
   def to_dict(self) -> dict[str, Any]:
     d = dataclasses.asdict(self)
     for k in ("source", "root"):
       d.pop(k)
+    if not d["references"]:
+      d.pop("references")
     return {k: v for k, v in d.items() if v is not None}
+
+
+def channel_of_calls(calls: list[dict[str, Any]]) -> str:
+  """The channel a list of calls uses (see the module docstring)."""
+  gui = any(c["name"] == tools.COMPUTER_USE and (c.get("arguments") or {}).get("action") not in _CONTROL_ACTIONS
+            for c in calls)
+  terminal = any(c["name"] == tools.BASH for c in calls)
+  return "hybrid" if gui and terminal else "gui" if gui or not terminal else "terminal"
+
+
+def check_references(d: dict[str, Any], source: str) -> list[dict[str, Any]]:
+  """`references` (or the `reference` shorthand) -> [{channel, calls}], each validated."""
+  if d.get("reference") is not None and d.get("references") is not None:
+    raise PackageError(f"{source}: give either 'reference' or 'references', not both")
+  if d.get("reference") is not None:
+    calls = check_calls(d["reference"], source, "reference")
+    return [{"channel": channel_of_calls(calls), "calls": calls}]
+  refs = d.get("references")
+  if refs is None:
+    return []
+  if not isinstance(refs, list) or not refs:
+    raise PackageError(f"{source}: field 'references' must be a non-empty list of {{channel, calls}}")
+  out = []
+  for i, ref in enumerate(refs):
+    where = f"references[{i}]"
+    if not isinstance(ref, dict) or set(ref) != {"channel", "calls"}:
+      raise PackageError(f"{source}: {where} must be an object with exactly 'channel' and 'calls'")
+    if ref["channel"] not in CHANNELS:
+      raise PackageError(f"{source}: {where}.channel must be one of {CHANNELS}, got {ref['channel']!r}")
+    calls = check_calls(ref["calls"], source, f"{where}.calls")
+    used = channel_of_calls(calls)
+    if ref["channel"] != "hybrid" and used not in (ref["channel"],):
+      raise PackageError(f"{source}: {where} is labelled {ref['channel']!r} but its calls use the {used} channel")
+    out.append({"channel": ref["channel"], "calls": calls})
+  return out
 
 
 def _field(d: dict[str, Any], key: str, typ: type | tuple[type, ...], source: str, required: bool = True):
@@ -105,10 +159,10 @@ def package_from_dict(d: dict[str, Any], source: str = "<dict>", root: str | Non
       checker=_field(d, "checker", dict, source), setup=setup,
       apps=_field(d, "apps", list, source, required=False) or [],
       skills=_field(d, "skills", list, source, required=False) or [], channels=channels,
-      reference=(check_calls(d["reference"], source, "reference") if d.get("reference") is not None else None),
+      references=check_references(d, source),
       near_miss=(check_calls(d["near_miss"], source, "near_miss") if d.get("near_miss") is not None else None),
       max_steps=_field(d, "max_steps", int, source, required=False), source=source, root=root)
-  unknown = set(d) - {f.name for f in dataclasses.fields(TaskPackage)}
+  unknown = set(d) - {f.name for f in dataclasses.fields(TaskPackage)} - {"reference"}
   if unknown:
     raise PackageError(f"{source}: unknown fields {sorted(unknown)}")
   from mage_jax.agent.tasks import checkers, preparers  # validate spec types early
