@@ -96,3 +96,45 @@ def test_gui_only_episode_prompt_and_trajectory(tmp_path):
     assert res.terminal_actions == 1 - invalid
     assert [t["function"]["name"] for t in res.episode.tools] == list(tools.TOOLSETS[toolset])
     assert res.episode.meta["toolset"] == toolset
+
+
+def test_extension_checker_and_preparer_types_register():
+  from mage_jax.agent.tasks import checkers, preparers
+
+  class Ctx:
+    terminal_outputs = []
+
+    def read_file(self, path):
+      return {"a.txt": b"7"}.get(path)
+
+    def list_dir(self, path):
+      return None
+
+  def validate(spec, where):
+    if "path" not in spec:
+      raise ValueError(f"{where}: needs 'path'")
+
+  checkers.register("_test_is_seven", checkers.Extension(
+      score=lambda ctx, spec: float(ctx.read_file(spec["path"]) == b"7"), validate=validate))
+  written = {}
+  preparers.register("_test_seven", preparers.Extension(
+      run=lambda target, spec, root: target.write_file(spec["path"], b"7"), validate=validate))
+  try:
+    p = pk.package_from_dict(_pkg(setup=[{"type": "_test_seven", "path": "a.txt"}],
+                                  checker={"type": "_test_is_seven", "path": "a.txt"}))
+    assert checkers.score(Ctx(), p.checker) == 1.0
+    assert checkers.score(Ctx(), {"type": "_test_is_seven", "path": "b.txt"}) == 0.0
+    assert checkers.reads_files(p.checker) and not checkers.reads_output(p.checker)
+
+    class Target:
+      def write_file(self, path, data):
+        written[path] = data
+    preparers.run_preparer(Target(), p.setup[0])
+    assert written == {"a.txt": b"7"}
+    with pytest.raises(ValueError, match=r"checker: needs .path."):
+      pk.package_from_dict(_pkg(checker={"type": "_test_is_seven"}))
+    with pytest.raises(ValueError, match="defined twice"):
+      checkers.register("file_text", checkers.Extension(score=lambda c, s: 0.0, validate=validate))
+  finally:
+    checkers.EXTENSIONS.pop("_test_is_seven", None)
+    preparers.EXTENSIONS.pop("_test_seven", None)

@@ -28,6 +28,8 @@ choice among on-screen options counts only if nothing else was chosen; a bare fi
 from __future__ import annotations
 
 import csv
+import dataclasses
+import importlib
 import importlib.util
 import io
 import json
@@ -46,6 +48,39 @@ PRESENCE_TYPES = ("file_exists", "file_absent")
 OUTPUT_TYPES = ("terminal_answer", "python")   # checkers that read the shell's output
 
 
+# Checker types defined outside this file (documents, databases, real apps, web replicas): each
+# module listed here calls `register` when imported. Add a module with one line.
+EXTENSION_MODULES: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Extension:
+  score: Callable[["CheckContext", dict[str, Any]], float]   # (ctx, spec) -> [0, 1]; may raise on bad content
+  validate: Callable[[dict[str, Any], str], None]            # (spec, where) -> raises ValueError naming `where`
+  reads_output: bool = False                                 # reads the shell's output (not files)
+  content_errors: tuple[str, ...] = ()                       # exception modules meaning "malformed agent file": 0
+
+
+EXTENSIONS: dict[str, Extension] = {}
+
+
+def register(type_name: str, ext: Extension) -> None:
+  if type_name in TYPES or type_name in EXTENSIONS or type_name in RETIRED:
+    raise ValueError(f"checker type {type_name!r} is defined twice")
+  EXTENSIONS[type_name] = ext
+
+
+_loaded = False
+
+
+def _load_extensions() -> None:
+  global _loaded
+  if not _loaded:
+    _loaded = True
+    for name in EXTENSION_MODULES:
+      importlib.import_module(name)
+
+
 class CheckContext(Protocol):
   """read_file/list_dir return None only when the path is verifiably absent; a path that exists
   but can't be read raises an OSError (sandbox.Unreadable), which scores 0."""
@@ -55,11 +90,15 @@ class CheckContext(Protocol):
 
 
 def validate_spec(spec: dict[str, Any], where: str) -> None:
+  _load_extensions()
   t = spec.get("type")
   if t in RETIRED:
     raise ValueError(f"{where}: checker type {t!r} was retired: {RETIRED[t]}")
+  if t in EXTENSIONS:
+    EXTENSIONS[t].validate(spec, where)
+    return
   if t not in TYPES:
-    raise ValueError(f"{where}: unknown checker type {t!r}; expected one of {TYPES}")
+    raise ValueError(f"{where}: unknown checker type {t!r}; expected one of {TYPES + tuple(EXTENSIONS)}")
   if t == "all":
     if not isinstance(spec.get("checks"), list) or not spec["checks"]:
       raise ValueError(f"{where}: 'all' needs a non-empty 'checks' list")
@@ -104,6 +143,8 @@ def _sheet(wb, spec):
 
 def _score(ctx: CheckContext, spec: dict[str, Any], root: str | None) -> float:
   t = spec["type"]
+  if t in EXTENSIONS:
+    return float(min(1.0, max(0.0, EXTENSIONS[t].score(ctx, spec))))
   if t == "all":
     return _all(ctx, spec["checks"], root)
   if t == "terminal_answer":
@@ -221,17 +262,22 @@ def reads_output(spec: dict[str, Any]) -> bool:
   """Whether the checker reads the shell's output (python checkers may read anything)."""
   if spec["type"] == "all":
     return any(reads_output(s) for s in spec["checks"])
+  if spec["type"] in EXTENSIONS:
+    return EXTENSIONS[spec["type"]].reads_output
   return spec["type"] in OUTPUT_TYPES
 
 
 def reads_files(spec: dict[str, Any]) -> bool:
   if spec["type"] == "all":
     return any(reads_files(s) for s in spec["checks"])
+  if spec["type"] in EXTENSIONS:
+    return not EXTENSIONS[spec["type"]].reads_output
   return spec["type"] != "terminal_answer"
 
 
 def score(ctx: CheckContext, spec: dict[str, Any], root: str | None = None) -> float:
   """The checker's score; malformed agent output (bad JSON/xlsx/...) scores 0."""
+  _load_extensions()
   try:
     return _score(ctx, spec, root)
   except (ValueError, KeyError, TypeError, OSError, json.JSONDecodeError, IndexError, AttributeError) as e:
@@ -239,6 +285,8 @@ def score(ctx: CheckContext, spec: dict[str, Any], root: str | None = None) -> f
       raise
     return 0.0
   except Exception as e:  # zipfile.BadZipFile, pypdf errors ... from agent-made files
-    if type(e).__module__.startswith(("zipfile", "pypdf", "openpyxl", "pptx", "lxml")):
+    ext = EXTENSIONS.get(spec.get("type"))
+    if type(e).__module__.startswith(("zipfile", "pypdf", "openpyxl", "pptx", "lxml", "sqlite3")
+                                     + (ext.content_errors if ext else ())):
       return 0.0
     raise

@@ -15,16 +15,49 @@ Files are produced on the host and written into the sandbox as the sandbox user.
 from __future__ import annotations
 
 import csv
+import dataclasses
+import importlib
 import io
 import json
 import os
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 TYPES = ("text", "json", "csv", "xlsx", "pptx", "pdf", "mkdir", "script", "app")
 
 
 class SetupError(RuntimeError):
   pass
+
+
+# Preparer types defined outside this file (documents, databases, real apps, web replicas): each
+# module listed here calls `register` when imported. Add a module with one line.
+EXTENSION_MODULES: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Extension:
+  run: Callable[["SetupTarget", dict[str, Any], str | None], None]  # (target, spec, package root)
+  validate: Callable[[dict[str, Any], str], None]                  # (spec, where) -> ValueError naming `where`
+
+
+EXTENSIONS: dict[str, Extension] = {}
+
+
+def register(type_name: str, ext: Extension) -> None:
+  if type_name in TYPES or type_name in EXTENSIONS:
+    raise ValueError(f"preparer type {type_name!r} is defined twice")
+  EXTENSIONS[type_name] = ext
+
+
+_loaded = False
+
+
+def _load_extensions() -> None:
+  global _loaded
+  if not _loaded:
+    _loaded = True
+    for name in EXTENSION_MODULES:
+      importlib.import_module(name)
 
 
 class SetupTarget(Protocol):
@@ -34,9 +67,13 @@ class SetupTarget(Protocol):
 
 
 def validate_spec(spec: dict[str, Any], where: str) -> None:
+  _load_extensions()
   t = spec.get("type")
+  if t in EXTENSIONS:
+    EXTENSIONS[t].validate(spec, where)
+    return
   if t not in TYPES:
-    raise ValueError(f"{where}: unknown preparer type {t!r}; expected one of {TYPES}")
+    raise ValueError(f"{where}: unknown preparer type {t!r}; expected one of {TYPES + tuple(EXTENSIONS)}")
   needs = {"text": ("path", "content"), "json": ("path", "data"), "csv": ("path", "rows"),
            "xlsx": ("path", "sheets"), "pptx": ("path", "slides"), "pdf": ("path", "pages"),
            "mkdir": ("path",), "script": (), "app": ("config",)}[t]
@@ -92,8 +129,11 @@ def csv_bytes(rows: list[list[Any]]) -> bytes:
 
 
 def run_preparer(target: SetupTarget, spec: dict[str, Any], root: str | None = None) -> None:
+  _load_extensions()
   t = spec["type"]
-  if t == "text":
+  if t in EXTENSIONS:
+    EXTENSIONS[t].run(target, spec, root)
+  elif t == "text":
     target.write_file(spec["path"], spec["content"].encode())
   elif t == "json":
     target.write_file(spec["path"], json.dumps(spec["data"], indent=1).encode())
