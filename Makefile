@@ -58,7 +58,7 @@ demo: setup
 
 # pytest exits 5 when it collects no tests, so an empty suite fails CI too.
 test: setup-test
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=40 tests
 
 bench: setup-test
 	$(BIN)/python -m launch.bench --suite=cpu
