@@ -1,0 +1,323 @@
+"""The proof task family (mage_jax/agent/tasks/proof_family.py, issue 12): the split is fixed by
+value and leak-free (train packages, the teacher's SFT episodes, the suite RL samples), the held-out
+set is big and visual enough, instances are deterministic, a sample passes every gate, held-out
+values are made of tokens the train data uses, and the policy side never sees the answer.
+
+The leak and blindness scans read the packages and files as data (regexes, JSON), never the
+module's own split lists, so a template that leaks fails them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from mage_jax.agent.tasks import proof_family as pf
+from mage_jax.agent.tasks.package import load_suite
+
+BUTTON_W, BUTTON_H = 120, 30  # tkapps App.button: width 120, height ROW_H - 6
+WORD_RE = re.compile(r"[A-Za-z0-9_.]+")
+SHELL = {"echo", "wc", "-l", "<", ">"}  # syntax of the reference commands, not answer values
+
+
+# ---- what the held-out split is, read off the held-out packages --------------------------------
+def _app_configs(pkg_dict) -> list[dict]:
+  return [s["config"] for s in pkg_dict.get("setup", []) if s["type"] == "app"]
+
+
+def _values(split: str, seed: int = 0):
+  """Words/file names (from instructions) and target (colour, place) pairs of a split's instances."""
+  words, pairs = set(), set()
+  for p in pf.instances(split, seed):
+    m = re.fullmatch(r"Create a file named (\S+) holding the word (\S+)( and click the (\w+) button)?", p.instruction)
+    m2 = re.fullmatch(r"Write the number of lines in (\S+) to (\S+)", p.instruction)
+    m3 = re.fullmatch(r"Click the (\w+) button", p.instruction)
+    assert m or m2 or m3, p.instruction
+    if m:
+      words |= {m.group(1), m.group(2)}
+    if m2:
+      words |= {m2.group(1), m2.group(2)}
+    colour = (m and m.group(4)) or (m3 and m3.group(1))
+    if colour:
+      (cfg,) = _app_configs(p.to_dict())
+      pairs.add((colour, tuple(cfg["places"][colour])))
+  return words, pairs
+
+
+HELD_WORDS, HELD_PAIRS = (set().union(*x) for x in zip(*(_values("heldout", s) for s in range(3))))
+
+
+def _leaks_in_text(text: str) -> set[str]:
+  return set(WORD_RE.findall(text)) & HELD_WORDS
+
+
+def _leaks_in_package(d: dict) -> list[str]:
+  out = [f"{d['id']}: held-out value {w!r}" for w in _leaks_in_text(json.dumps(d))]
+  for cfg in _app_configs(d):
+    for colour, place in cfg.get("places", {}).items():
+      if (colour, tuple(place)) in HELD_PAIRS:
+        out.append(f"{d['id']}: held-out colour/place pair {colour} at {place} on the screen")
+  return out
+
+
+def _clicked_pair(instruction: str, coord, screen=pf.SCREEN):
+  """The held-out pair a click at `coord` ([0, 999]) hits for the colour the instruction names."""
+  m = re.search(r"click the (\w+) button", instruction, re.IGNORECASE)
+  x, y = coord[0] * screen[0] / 1000, coord[1] * screen[1] / 1000
+  for colour, (px, py) in HELD_PAIRS:
+    if m and m.group(1) == colour and px <= x <= px + BUTTON_W and py <= y <= py + BUTTON_H:
+      return colour, (px, py)
+  return None
+
+
+def test_heldout_values_found():
+  # the scans below are only as good as this: both kinds of held-out value are present
+  assert len(HELD_WORDS) >= 20 and len(HELD_PAIRS) >= 10, (len(HELD_WORDS), len(HELD_PAIRS))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_train_packages_hold_no_heldout_value(seed):
+  leaks = [x for p in pf.instances("train", seed) for x in _leaks_in_package(p.to_dict())]
+  assert not leaks, leaks[:10]
+
+
+def test_scanner_catches_a_planted_leak():
+  p = pf.instances("train", per_template=1)[0].to_dict()
+  word = sorted(HELD_WORDS)[0]
+  p["instruction"] += f" {word}"
+  assert _leaks_in_package(p)
+  gui = next(p for p in pf.instances("train", per_template=1) if p.kind == "gui").to_dict()
+  colour, place = sorted(HELD_PAIRS)[0]
+  (cfg,) = _app_configs(gui)
+  cfg["places"][colour] = list(place)
+  assert _leaks_in_package(gui)
+  assert _clicked_pair(f"Click the {colour} button", [round((place[0] + 60) / 0.64), round((place[1] + 15) / 0.4)])
+
+
+def test_rl_suite_holds_no_heldout_value(tmp_path):
+  from mage_jax.rl.loop import load_rl_tasks
+  pf.write_suite("train", str(tmp_path / "train"), seed=3, per_template=40)
+  tasks = load_rl_tasks(str(tmp_path / "train"), "", "")  # what launch.rl samples from
+  assert len(tasks) == 4 * 40
+  assert all("_train_" in t.id for t in tasks)
+  leaks = [x for t in tasks for x in _leaks_in_package(t.to_dict())]
+  assert not leaks, leaks[:10]
+  # write_suite replaces a suite: fewer instances leave no stale package behind
+  pf.write_suite("train", str(tmp_path / "train"), seed=3, per_template=2)
+  assert len(load_suite(str(tmp_path / "train"))) == 8
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory):
+  from mage_jax.agent.sandbox import SandboxUnavailable, check_available
+  try:
+    check_available()
+  except SandboxUnavailable as e:
+    pytest.skip(f"no sandbox: {e}")
+  out = str(tmp_path_factory.mktemp("teacher"))
+  return out, pf.collect_teacher_data(out, seed=0, per_template=2, workers=2)
+
+
+def test_teacher_episodes_real_harness_and_leak_free(teacher):
+  out, path = teacher
+  with open(path) as f:
+    text = f.read()
+  episodes = [json.loads(line) for line in text.splitlines()]
+  assert len(episodes) == 8, json.load(open(os.path.join(out, "teacher.json")))
+  assert not _leaks_in_text(text), _leaks_in_text(text)
+  for ep in episodes:
+    assert ep["reward"] == 1.0 and ep["meta"]["task_id"].startswith("proof_")
+    for step in ep["steps"]:
+      assert step["think"] and step["action"]  # templated <think> and Action: text per step
+      args = step["tool_call"]["arguments"]
+      if args.get("action") == "left_click":
+        assert _clicked_pair(ep["instruction"], args["coordinate"]) is None, (ep["id"], args)
+    if ep["meta"]["kind"] != "terminal":  # the real desktop: screenshots on disk
+      assert os.path.isfile(os.path.join(out, ep["steps"][0]["observation"]["screenshot"]))
+
+
+def test_teacher_episodes_pack_through_launch_pack(teacher):
+  """The data path SFT reads: render (prompt, loss mask) and pack, as launch.pack does."""
+  from configs import data_tiny
+  from mage_jax.data import pack_job
+  out, _ = teacher
+  c = data_tiny.get_config(out)
+  m = pack_job.pack(c.data, os.path.join(out, "packed"), workers=1)
+  assert m["episodes"] == 8 and m["skipped_total"] == 0, m["skipped"]
+  assert m["samples"] >= 18  # one sample per step: 2 + 2 + 2 + 3 steps, two of each template
+
+
+def test_heldout_size_share_and_counts():
+  held = pf.instances("heldout")
+  assert len(held) >= 200
+  assert len({json.dumps({k: v for k, v in p.to_dict().items() if k != "id"}, sort_keys=True) for p in held}) == len(held)
+  visual = sum(p.kind in ("gui", "hybrid") for p in held)
+  assert visual / len(held) >= 0.4
+  counts = pf.split_counts()
+  assert sum(c["heldout"] for c in counts.values()) == len(held)
+  assert {t: c["kind"] for t, c in counts.items()} == pf.TEMPLATES
+  assert sum(k == "terminal" for k in pf.TEMPLATES.values()) >= 2
+  assert {"gui", "hybrid"} <= set(pf.TEMPLATES.values())
+
+
+def test_deterministic_by_seed_split_fixed():
+  a = [p.to_dict() for p in pf.instances("train", seed=5, per_template=20)]
+  assert a == [p.to_dict() for p in pf.instances("train", seed=5, per_template=20)]
+  assert a != [p.to_dict() for p in pf.instances("train", seed=6, per_template=20)]
+  # whatever the seeds, a value is held out or trained on, never both
+  for s in (7, 8):
+    train_words, train_pairs = _values("train", s)
+    held_words, held_pairs = _values("heldout", s)
+    assert not train_words & held_words and not train_pairs & held_pairs
+
+
+def test_heldout_tokens_occur_in_train_text():
+  """A model trained from scratch only emits tokens it was trained on: every token of a held-out
+  instruction and reference command occurs in the train instructions and commands."""
+  from mage_jax.data.tokenizer import load_tokenizer
+  tok = load_tokenizer("")
+
+  def texts(split):
+    for p in pf.instances(split):
+      yield p.instruction
+      for call in p.reference:
+        yield call["arguments"].get("command", "")
+  train = {i for t in texts("train") for i in tok.encode(t)}
+  missing = {tok.decode([i]) for t in texts("heldout") for i in tok.encode(t)} - {tok.decode([i]) for i in train}
+  assert not missing, missing
+
+
+def test_gates_on_a_sample():
+  from mage_jax.agent.env import EnvConfig, LocalEnv
+  from mage_jax.agent.sandbox import SandboxUnavailable, check_available
+  from mage_jax.agent.tasks.gates import check_package
+  try:
+    check_available()
+  except SandboxUnavailable as e:
+    pytest.skip(f"no sandbox: {e}")
+  cfg = EnvConfig(width=pf.SCREEN[0], height=pf.SCREEN[1])
+  held = pf.instances("heldout")
+  sample = [[p for p in held if p.id.startswith(f"proof_{t}_")][17 * i] for i, t in enumerate(pf.TEMPLATES)]
+  for p in sample:
+    g = check_package(p, lambda: LocalEnv(cfg))
+    assert g.passed, str(g)
+    assert g.scores["reference"] == 1.0 and g.scores["near_miss"] < 1.0
+    ran = [e for e in g.exploits if e.skipped is None]
+    assert ran and all(e.score == 0 for e in ran), g.exploits  # the blind exploits did run
+
+
+# ---- the policy side is blind to the answer -----------------------------------------------------
+def _answer_values(d: dict) -> set[str]:
+  """The checker's expected values and the reference's distinctive values, less what the instruction
+  states (and shell syntax)."""
+  vals: set[str] = set()
+
+  def leaves(x):
+    if isinstance(x, dict):
+      for k, v in x.items():
+        if k not in ("type", "path"):
+          leaves(v)
+    elif isinstance(x, list):
+      for v in x:
+        leaves(v)
+    else:
+      vals.update(WORD_RE.findall(str(x)))
+  leaves(d["checker"])
+  for call in _reference(d):
+    a = call["arguments"]
+    vals.update(a.get("command", "").split())
+    vals.update(WORD_RE.findall(a.get("text", "")))
+  return vals - set(WORD_RE.findall(d["instruction"])) - SHELL
+
+
+def _reference(d: dict) -> list[dict]:
+  """The primary reference's calls, in either spelling of the package format."""
+  return d["reference"] if "reference" in d else d["references"][0]["calls"]
+
+
+def _leaked(values: set[str], text: str) -> set[str]:
+  return {v for v in values if re.search(rf"(?<![A-Za-z0-9_.]){re.escape(v)}(?![A-Za-z0-9_])", text)}
+
+
+def _prompt_parts(d: dict) -> tuple[str, str]:
+  """The rendered step-1 prompt (the real renderer) split into its system turn and the rest."""
+  from mage_jax.agent.episode import EpisodeConfig, renderer_for
+  from mage_jax.data import trajectory as tr
+  r = renderer_for(EpisodeConfig())
+  ep = tr.Episode(id="x", instruction=d["instruction"], steps=[tr.Step(tr.Observation(None, None), "", "", None)])
+  ids, _ = r.render_prompt(ep, 1)
+  text = r.tok.decode(ids)
+  cut = text.index("<|im_start|>user")
+  return text[:cut], text[cut:]
+
+
+def _setup_text(d: dict) -> str:
+  """What setup puts where the policy can read it: home files and the apps' configs (the screen's
+  source data, also readable at /tmp/.mage_apps)."""
+  parts = []
+  for s in d["setup"]:
+    if s["type"] == "app":
+      parts.append(json.dumps(s["config"]))
+    else:
+      parts.append(json.dumps({k: v for k, v in s.items() if k != "type"}))
+  return "\n".join(parts)
+
+
+def _blind_violations(d: dict) -> list[str]:
+  values = _answer_values(d)
+  out = [f"{d['id']}: {v!r} in setup" for v in _leaked(values, _setup_text(d))]
+  system, rest = _prompt_parts(d)
+  out += [f"{d['id']}: {v!r} in the prompt" for v in _leaked(values, rest)]
+  for cfg in _app_configs(d):  # the screen shows every option alike: nothing marks the target
+    text = json.dumps(cfg)
+    counts = {b: len(re.findall(rf"\b{re.escape(b)}\b", text)) for b in cfg["buttons"]}
+    if len(counts) < 3 or len(set(counts.values())) != 1:
+      out.append(f"{d['id']}: the app config singles a button out: {counts}")
+  return out
+
+
+def test_policy_side_is_blind_to_the_answer():
+  sample = pf.instances("heldout", per_template=15) + pf.instances("train", per_template=15)
+  systems = {_prompt_parts(p.to_dict())[0] for p in sample[:4]}
+  assert len(systems) == 1  # one system turn for all: it can't carry an instance's answer
+  assert any(_answer_values(p.to_dict()) for p in sample)  # the scan is not vacuous (line counts)
+  bad = [v for p in sample for v in _blind_violations(p.to_dict())]
+  assert not bad, bad[:10]
+
+
+def test_blind_scan_catches_planted_answers():
+  d = next(p for p in pf.instances("train", per_template=3) if p.id.startswith("proof_count_lines")).to_dict()
+  n = d["checker"]["equals"]
+  leaky = json.loads(json.dumps(d))
+  leaky["setup"][0]["content"] += f"total {n}\n"
+  assert any("in setup" in v for v in _blind_violations(leaky))
+  leaky = json.loads(json.dumps(d))
+  leaky["instruction"] = leaky["instruction"].replace("Write", "Write (it is " + n + ")")
+  assert _answer_values(leaky) != _answer_values(d)  # stated in the instruction: no longer an answer
+  g = next(p for p in pf.instances("train", per_template=3) if p.kind == "gui").to_dict()
+  (cfg,) = _app_configs(g)
+  cfg["prompt"] = "Pick " + g["checker"]["expected"]["clicked"]
+  assert any("singles a button out" in v for v in _blind_violations(g))
+
+
+def test_sandbox_home_holds_no_answer():
+  """The real setup in a sandbox: every file under home (and the app configs) read back."""
+  from mage_jax.agent.env import EnvConfig, LocalEnv
+  from mage_jax.agent.sandbox import SandboxUnavailable, check_available
+  try:
+    check_available()
+  except SandboxUnavailable as e:
+    pytest.skip(f"no sandbox: {e}")
+  env = LocalEnv(EnvConfig(width=pf.SCREEN[0], height=pf.SCREEN[1]))
+  try:
+    for p in [q for q in pf.instances("heldout", per_template=2) if q.id.startswith("proof_count_lines")]:
+      env.reset(p)
+      # dotfiles are the harness's, the same for every task; the rest is what setup made
+      obs = env.step("bash", {"command": "for f in $(find ~ -type f -not -path '*/.*'); do echo \"== $f\"; cat \"$f\"; done"})
+      assert "== /home/user/" in obs.text, obs.text
+      leaked = _leaked(_answer_values(p.to_dict()), obs.text)
+      assert not leaked, (p.id, leaked, obs.text)
+  finally:
+    env.close()
