@@ -1,0 +1,298 @@
+"""LLM nodes: a prompt template, a JSON-schema output, bounded retries, a fallback, and cost.
+
+Talks to any OpenAI-compatible `POST {base_url}/chat/completions` (vLLM,
+`launch.serve` = mage_jax/rl/rollout_server.py, forge/replay.py). One call of an
+`LLMNode`:
+
+  1. renders its template (`str.format` over the node's inputs; JSON-dumped when
+     a value is not a string) into a system + user message;
+  2. asks the endpoint, pulls the first JSON value out of the reply (```json
+     fences or the first {...} / [...] span) and validates it against the node's
+     schema (`jsonschema` when importable, else `validate_schema` below);
+  3. on an invalid reply, appends the reply and the validation error to the
+     conversation and asks again, at most `max_retries` more times;
+  4. when retries run out, returns `fallback(inputs)` (e.g. the skill's seeded
+     sampler) marked `fallback=True`, or raises `LLMNodeError` if there is none.
+
+Every call's `usage` (prompt/completion tokens) goes into a `Ledger` and is
+converted to dollars by a `PriceTable` ($ per million tokens, per model name).
+A dead endpoint is an `EndpointError` naming the URL, the skill and the node: it
+is not retried into a fallback, since every later task would fail the same way.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Callable
+
+# $ per 1M tokens. The default is a frontier-API-like list price so the recorded
+# trace comparison yields dollars; override per model in the forge config.
+DEFAULT_PRICES = {"default": {"prompt": 0.60, "completion": 2.40}}
+
+
+class EndpointError(RuntimeError):
+  """The endpoint cannot be reached or answers with an error; names URL, skill and node."""
+
+
+class LLMNodeError(RuntimeError):
+  """An LLM node's reply stayed invalid after every retry and the node has no fallback."""
+
+
+class SchemaError(ValueError):
+  """A value that does not match a JSON schema; the message holds the JSON path."""
+
+
+# ---- JSON schema -----------------------------------------------------------------------------------
+_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+
+
+def _is_type(value: Any, name: str) -> bool:
+  if name == "integer":
+    return isinstance(value, int) and not isinstance(value, bool)
+  if name == "number":
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+  return isinstance(value, _TYPES[name])
+
+
+def _small_validate(value: Any, schema: dict[str, Any], path: str) -> None:
+  """The subset of JSON schema skills use: type, enum, const, properties, required,
+  additionalProperties (bool), items, min/maxItems, min/maxLength, minimum/maximum, pattern."""
+  t = schema.get("type")
+  if t is not None:
+    names = t if isinstance(t, list) else [t]
+    if not any(_is_type(value, n) for n in names):
+      raise SchemaError(f"{path}: expected {t}, got {type(value).__name__} {value!r:.60}")
+  if "enum" in schema and value not in schema["enum"]:
+    raise SchemaError(f"{path}: {value!r:.60} is not one of {schema['enum']}")
+  if "const" in schema and value != schema["const"]:
+    raise SchemaError(f"{path}: expected {schema['const']!r}")
+  if isinstance(value, dict):
+    for key in schema.get("required", []):
+      if key not in value:
+        raise SchemaError(f"{path}: missing required property {key!r}")
+    props = schema.get("properties", {})
+    for key, sub in value.items():
+      if key in props:
+        _small_validate(sub, props[key], f"{path}.{key}")
+      elif schema.get("additionalProperties") is False:
+        raise SchemaError(f"{path}: unexpected property {key!r}")
+  if isinstance(value, list):
+    if len(value) < schema.get("minItems", 0) or len(value) > schema.get("maxItems", len(value)):
+      raise SchemaError(f"{path}: {len(value)} items outside [{schema.get('minItems', 0)}, "
+                        f"{schema.get('maxItems', 'inf')}]")
+    if isinstance(schema.get("items"), dict):
+      for i, sub in enumerate(value):
+        _small_validate(sub, schema["items"], f"{path}[{i}]")
+  if isinstance(value, str):
+    if len(value) < schema.get("minLength", 0) or len(value) > schema.get("maxLength", len(value)):
+      raise SchemaError(f"{path}: string length {len(value)} out of range")
+    if "pattern" in schema and not re.search(schema["pattern"], value):
+      raise SchemaError(f"{path}: {value!r:.60} does not match {schema['pattern']!r}")
+  if _is_type(value, "number"):
+    if "minimum" in schema and value < schema["minimum"]:
+      raise SchemaError(f"{path}: {value} < minimum {schema['minimum']}")
+    if "maximum" in schema and value > schema["maximum"]:
+      raise SchemaError(f"{path}: {value} > maximum {schema['maximum']}")
+
+
+def validate_schema(value: Any, schema: dict[str, Any]) -> None:
+  """Raises SchemaError naming the JSON path of the first violation."""
+  try:
+    import jsonschema
+  except ImportError:  # a small validator covers what skills' param_schema use
+    return _small_validate(value, schema, "$")
+  try:
+    jsonschema.validate(value, schema)
+  except jsonschema.ValidationError as e:
+    where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path)
+    raise SchemaError(f"{where}: {e.message}") from None
+
+
+def extract_json(text: str) -> Any:
+  """The first JSON value in a model reply: a ```json fence, else the first {...} or [...] span
+  that parses. Raises SchemaError (fed back to the model) when there is none."""
+  fence = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
+  candidates = [fence.group(1)] if fence else []
+  candidates.append(text)
+  decoder = json.JSONDecoder()
+  for cand in candidates:
+    for i, ch in enumerate(cand):
+      if ch in "{[":
+        try:
+          return decoder.raw_decode(cand[i:])[0]
+        except json.JSONDecodeError:
+          continue
+  raise SchemaError(f"no JSON object in the reply ({text[:80]!r})")
+
+
+# ---- cost ------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class PriceTable:
+  prices: dict[str, dict[str, float]] = dataclasses.field(default_factory=lambda: dict(DEFAULT_PRICES))
+
+  def dollars(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+    p = self.prices.get(model) or self.prices.get("default")
+    if p is None:
+      raise KeyError(f"price table has no entry for model {model!r} and no 'default'")
+    return (prompt_tokens * p["prompt"] + completion_tokens * p["completion"]) / 1e6
+
+
+@dataclasses.dataclass
+class CallRecord:
+  skill: str
+  node: str
+  prompt_tokens: int = 0
+  completion_tokens: int = 0
+  dollars: float = 0.0
+  requests: int = 0        # HTTP requests (1 + retries)
+  retries: int = 0         # re-asks after an invalid reply
+  fallback: bool = False   # retries ran out; the fallback's value was used
+  errors: list[str] = dataclasses.field(default_factory=list)  # the validation errors fed back
+
+
+class Ledger:
+  """Thread-safe running totals of LLM-node calls (per skill and node, and overall)."""
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self.records: list[CallRecord] = []
+
+  def add(self, rec: CallRecord) -> None:
+    with self._lock:
+      self.records.append(rec)
+
+  def totals(self) -> dict[str, Any]:
+    with self._lock:
+      recs = list(self.records)
+    return {"calls": len(recs), "requests": sum(r.requests for r in recs),
+            "prompt_tokens": sum(r.prompt_tokens for r in recs),
+            "completion_tokens": sum(r.completion_tokens for r in recs),
+            "dollars": round(sum(r.dollars for r in recs), 6),
+            "retries": sum(r.retries for r in recs), "fallbacks": sum(r.fallback for r in recs)}
+
+
+# ---- client ----------------------------------------------------------------------------------------
+class ChatClient:
+  """POST {base_url}/chat/completions with urllib (no extra dependency)."""
+
+  def __init__(self, base_url: str, model: str = "mage", *, timeout_s: float = 120.0,
+               temperature: float = 0.0, max_tokens: int = 512, prices: PriceTable | None = None,
+               transient_retries: int = 2):
+    self.base_url = base_url.rstrip("/")
+    self.model, self.timeout_s = model, timeout_s
+    self.temperature, self.max_tokens = temperature, max_tokens
+    self.prices = prices or PriceTable()
+    self.transient_retries = transient_retries
+
+  @property
+  def url(self) -> str:
+    return f"{self.base_url}/chat/completions"
+
+  def chat(self, messages: list[dict[str, str]], *, skill: str = "?", node: str = "?",
+           seed: int | None = None) -> tuple[str, dict[str, int]]:
+    """(reply text, usage). 5xx and timeouts are retried `transient_retries` times with backoff;
+    a refused connection or a 4xx is an EndpointError at once."""
+    body = {"model": self.model, "messages": messages, "temperature": self.temperature,
+            "max_tokens": self.max_tokens}
+    if seed is not None:
+      body["seed"] = seed
+    data = json.dumps(body).encode()
+    where = f"LLM node {node!r} of skill {skill!r}: endpoint {self.url}"
+    for attempt in range(self.transient_retries + 1):
+      req = urllib.request.Request(self.url, data=data, headers={"Content-Type": "application/json"})
+      try:
+        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+          out = json.loads(resp.read())
+        break
+      except urllib.error.HTTPError as e:
+        detail = e.read()[:200].decode(errors="replace")
+        if e.code < 500 or attempt == self.transient_retries:
+          raise EndpointError(f"{where} answered HTTP {e.code}: {detail}") from None
+      except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        if isinstance(reason, ConnectionRefusedError) or attempt == self.transient_retries:
+          raise EndpointError(f"{where} is unreachable ({reason}); is the server running?") from None
+      time.sleep(0.5 * 2 ** attempt)
+    try:
+      text = out["choices"][0]["message"]["content"] or ""
+    except (KeyError, IndexError, TypeError):
+      raise EndpointError(f"{where}: reply is not a chat completion: {str(out)[:200]}") from None
+    usage = out.get("usage") or {}
+    return text, {"prompt_tokens": int(usage.get("prompt_tokens", 0)),
+                  "completion_tokens": int(usage.get("completion_tokens", 0))}
+
+
+# ---- node ------------------------------------------------------------------------------------------
+RETRY_TEMPLATE = ("Your reply was not valid: {error}\nReply again with only one JSON value that "
+                  "matches this JSON schema:\n{schema}")
+
+
+def render(template: str, inputs: dict[str, Any]) -> str:
+  """`str.format` over inputs; non-string values are JSON-dumped. A missing field is a KeyError
+  naming it."""
+  values = {k: v if isinstance(v, str) else json.dumps(v, sort_keys=True) for k, v in inputs.items()}
+  try:
+    return template.format(**values)
+  except KeyError as e:
+    raise KeyError(f"prompt template needs input {e.args[0]!r}; inputs are {sorted(inputs)}") from None
+
+
+@dataclasses.dataclass
+class LLMNode:
+  """One LLM call with a validated JSON output. `template` and `system` are format strings over
+  the node's inputs (plus `schema`, the JSON-dumped output schema)."""
+  name: str
+  template: str
+  schema: dict[str, Any]
+  system: str = "You generate data for computer-use training tasks. Reply with JSON only."
+  max_retries: int = 2
+  fallback: Callable[[dict[str, Any]], Any] | None = None
+  check: Callable[[Any], None] | None = None  # extra validation (raise ValueError with a reason)
+
+  def run(self, client: ChatClient, inputs: dict[str, Any], *, skill: str, seed: int | None = None,
+          ledger: Ledger | None = None) -> tuple[Any, CallRecord]:
+    schema_text = json.dumps(self.schema, sort_keys=True)
+    ctx = dict(inputs, schema=schema_text)
+    messages = [{"role": "system", "content": render(self.system, ctx)},
+                {"role": "user", "content": render(self.template, ctx)}]
+    rec = CallRecord(skill=skill, node=self.name)
+    value, ok = None, False
+    try:
+      for attempt in range(self.max_retries + 1):
+        text, usage = client.chat(messages, skill=skill, node=self.name,
+                                  seed=None if seed is None else seed + attempt)
+        rec.requests += 1
+        rec.prompt_tokens += usage["prompt_tokens"]
+        rec.completion_tokens += usage["completion_tokens"]
+        try:
+          value = extract_json(text)
+          validate_schema(value, self.schema)
+          if self.check is not None:
+            self.check(value)
+          ok = True
+          break
+        except (SchemaError, ValueError) as e:
+          rec.errors.append(str(e)[:300])
+          if attempt < self.max_retries:
+            rec.retries += 1
+            messages = messages + [{"role": "assistant", "content": text[:2000]},
+                                   {"role": "user", "content": RETRY_TEMPLATE.format(
+                                       error=str(e)[:300], schema=schema_text)}]
+    finally:  # tokens spent count even when the endpoint dies mid-node
+      rec.dollars = client.prices.dollars(client.model, rec.prompt_tokens, rec.completion_tokens)
+    if not ok:
+      if self.fallback is None:
+        if ledger is not None:
+          ledger.add(rec)
+        raise LLMNodeError(f"LLM node {self.name!r} of skill {skill!r}: no valid reply after "
+                           f"{rec.requests} requests; last error: {rec.errors[-1]}")
+      rec.fallback = True
+      value = self.fallback(inputs)
+    if ledger is not None:
+      ledger.add(rec)
+    return value, rec
