@@ -31,8 +31,42 @@ def test_logger_mfu_figures(tmp_path):
   log.close()
   assert s["loss"] == 1.5
   np.testing.assert_allclose([s["mfu_total"] / s["mfu_6n"], s["mfu_model"] / s["mfu_6n"]], [1.5, 0.5])
-  elapsed = 12e12 / (s["mfu_6n"] * 2e12)  # the interval's seconds implied by MFU(6N)
+  # the interval's seconds implied by MFU(6N) (the peak: 1 TFLOP/s set, raised to the executed rate)
+  assert s["peak_tflops"] >= 1.0 and s["mfu_model"] <= 1.0
+  elapsed = 12e12 / (s["mfu_6n"] * s["peak_tflops"] * 2e12)
   np.testing.assert_allclose(s["tokens_per_s"], 200 / elapsed, rtol=1e-6)
   rows = [json.loads(l) for l in open(tmp_path / "metrics.jsonl")]
   assert [r["step"] for r in rows if "loss" in r and "train/loss" not in r] == [1, 2]
   assert any("train/mfu_model" in r for r in rows)
+
+
+def test_mfu_never_over_100_percent_for_a_tiny_step(tmp_path, monkeypatch, capsys):
+  """The measured peak (large matmul, best of runs, cached per machine) with a tiny jitted step
+  whose FLOPs are counted exactly: MFU <= 100%, also when the cached peak is far too low."""
+  import re
+
+  import jax
+  import jax.numpy as jnp
+  monkeypatch.setenv("MAGE_JAX_CACHE", str(tmp_path / "cache"))
+  peak, src = metrics.device_peak_tflops(0.0)
+  assert peak > 0 and "measured" in src and "cached" not in src
+  # the second call reads the cache, without measuring again
+  monkeypatch.setattr(metrics, "measure_matmul_tflops", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
+  assert metrics.device_peak_tflops(0.0) == (peak, src.replace(")", ", cached)"))
+  n = 256
+  step = jax.jit(lambda a: jnp.tanh(a @ a) @ a)
+  a = jnp.ones((n, n), jnp.float32) / n
+  step(a).block_until_ready()
+  f = {"flops_model": 4.0 * n ** 3, "flops_total": 40.0 * n ** 3, "flops_6nd": 400.0 * n ** 3, "tokens": n}
+  for p in (peak, 1e-6):  # the measured peak, and one far below what the step reaches
+    (tmp_path / str(p)).mkdir()
+    log = metrics.Logger(str(tmp_path / str(p)), total_steps=20, every_steps=20, peak_tflops=p,
+                         num_devices=1, tensorboard=False)
+    for i in range(1, 21):
+      step(a).block_until_ready()
+      s = log.step(i, {"loss": np.float32(1.0)}, f)
+    log.close()
+    assert 0 < s["mfu_model"] <= 1.0, s
+    printed = [float(x) for x in re.findall(r"([0-9.]+)%", capsys.readouterr().out)]
+    assert printed and max(printed) <= 100.0, printed
+  assert log.peak_raised and s["peak_tflops"] > 1e-6
