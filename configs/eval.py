@@ -27,6 +27,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.slots = 2                    # concurrent environment slots
   c.report = True                # write <workdir>/report/ (the episode viewer, launch.report) at the end
   c.check_gates = False          # run the package gates before evaluating (rejects failing packages)
+  c.harness = ""                 # a teacher harness variant: configs/harness.py:<arg> or a .json ("" = none)
   c.episode = ml_collections.ConfigDict(dict(max_steps=50, full_responses=4, visual_turns=3,
                                              context_len=32_768,
                                              score_settle=0.3,   # s between the last action and the checker
@@ -38,5 +39,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       kind=kind, which="reference",     # scripted: reference | reference:<channel> | near_miss
       base_url="http://127.0.0.1:8000/v1", model="mage", api_key="EMPTY",  # openai
       checkpoint="",                                              # checkpoint: an HF directory
-      max_tokens=1024, temperature=0.0, top_p=1.0, greedy=True))
+      max_tokens=1024, temperature=0.0, top_p=1.0, greedy=True,
+      p_extra=0.5, p_invalid=0.1, seed=0))                        # noisy_teacher (harness/teacher.py)
   return c

@@ -24,6 +24,7 @@ from mage_jax.actions import schema as tools
 from mage_jax.agent.env import Env, Observation
 from mage_jax.agent.spray import SprayCounter
 from mage_jax.agent.tasks.package import TaskPackage
+from mage_jax.data import prompts
 from mage_jax.data import render as render_lib
 from mage_jax.data import trajectory as tr
 
@@ -63,6 +64,9 @@ class EpisodeConfig:
                                            # handle the final click (e.g. Save) on their own schedule
   toolset: str = "hybrid"                  # schema.TOOLSETS: "hybrid" (computer_use + bash) or "gui"
                                            # (computer_use only: the channel ablation's GUI-only agent)
+  harness: Any = None                      # a harness.HarnessVariant (teacher harness: its system
+                                           # prompt, tools incl. extra ones, parse and execute); set
+                                           # by HarnessVariant.episode_config, None = the student's
 
   def __post_init__(self):
     if self.toolset not in tools.TOOLSETS:
@@ -88,6 +92,8 @@ class EpisodeResult:
   records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
   episode_id: str = ""                     # names the trajectory, its screenshots and its step records
   skills: list[str] = dataclasses.field(default_factory=list)  # the task's skill ids (per-skill reports)
+  harness: str = ""                        # the harness variant's id ("" = no variant)
+  extra_actions: int = 0                   # calls to a variant's extra tools (neither gui nor terminal)
 
   @property
   def success(self) -> bool:
@@ -104,11 +110,12 @@ _RENDERERS: dict[tuple, render_lib.Renderer] = {}
 
 def renderer_for(cfg: EpisodeConfig) -> render_lib.Renderer:
   """The data path's renderer with one fixed system prompt (no decoupling at inference)."""
-  key = (cfg.full_responses, cfg.visual_turns, cfg.context_len)
+  system = (cfg.harness.system_prompt,) if cfg.harness is not None else prompts.SYSTEM_PROMPTS
+  key = (cfg.full_responses, cfg.visual_turns, cfg.context_len, system)
   if key not in _RENDERERS:
     _RENDERERS[key] = render_lib.Renderer(render_lib.RenderConfig(
         full_responses=cfg.full_responses, visual_turns=cfg.visual_turns, context_len=cfg.context_len,
-        prompt_variants=False, train_all_turns=False, mask_think_body=False))
+        prompt_variants=False, train_all_turns=False, mask_think_body=False, system_prompts=system))
   return _RENDERERS[key]
 
 
@@ -145,7 +152,9 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
   episode_id = episode_id or f"{task.id}-{int(time.time() * 1000)}"
   shot_dir = os.path.join(cfg.out_dir, episode_id)
   renderer = renderer_for(cfg)
-  res = EpisodeResult(task.id, task.kind, None, episode_id=episode_id, skills=list(task.skills))
+  harness = cfg.harness
+  res = EpisodeResult(task.id, task.kind, None, episode_id=episode_id, skills=list(task.skills),
+                      harness=harness.variant_id if harness is not None else "")
   errors: collections.Counter = collections.Counter()
   spray = SprayCounter()
   max_steps = min(cfg.max_steps, task.max_steps or cfg.max_steps)
@@ -153,7 +162,7 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
   obs = first_observation if first_observation is not None else env.reset(task)
   current = _save_observation(obs, shot_dir, 1, None)
   steps: list[tr.Step] = []
-  offered = tools.toolset_schemas(cfg.toolset)
+  offered = harness.schemas() if harness is not None else tools.toolset_schemas(cfg.toolset)
   screen = (obs.screenshot.width, obs.screenshot.height) if obs.screenshot is not None else None
   for t in range(1, max_steps + 1):
     n = len(steps) + 1  # trajectory step index (invalid turns are not steps)
@@ -167,7 +176,7 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
     if out_tokens is None:
       out_tokens = len(out.completion_ids) if out.completion_ids is not None else len(renderer.tok.encode(out.text))
     res.output_tokens += out_tokens
-    parsed = parsing.parse_for_toolset(out.text, cfg.toolset)
+    parsed = harness.parse(out.text) if harness is not None else parsing.parse_for_toolset(out.text, cfg.toolset)
     res.records.append({"t": t, "step": n, "prompt_tokens": int(len(prompt)), "images": len(images),
                         "prompt_ids": out.prompt_ids, "completion_ids": out.completion_ids,
                         "logprobs": out.logprobs, "output_tokens": out_tokens,
@@ -180,13 +189,17 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
       current = tr.Observation(current.screenshot, parsed.error_observation()
                                + ("\n" + current.text if current.text else ""))
       continue
-    if parsing.channel_of(parsed.name) == "gui":
+    channel = harness.channel_of(parsed.name) if harness is not None else parsing.channel_of(parsed.name)
+    if channel == "gui":
       if parsed.arguments.get("action") != "terminate":
         res.gui_actions += 1
-    else:
+    elif channel == "terminal":
       res.terminal_actions += 1
+    else:
+      res.extra_actions += 1
     steps.append(tr.Step(current, parsed.think, parsed.summary, tr.ToolCall(parsed.name, parsed.arguments)))
-    obs = env.step(parsed.name, parsed.arguments)
+    obs = (harness.execute(env, parsed.name, parsed.arguments) if harness is not None
+           else env.step(parsed.name, parsed.arguments))
     res.records[-1].update(spray.observe(parsed.name, parsed.arguments, obs.text))
     if obs.env_lost:
       res.status, res.error = "env_lost", obs.env_lost
@@ -207,5 +220,6 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
                              source="rollout", outcome="success" if res.score >= 1 else "failure",
                              reward=res.score, root=cfg.out_dir, tools=offered,
                              meta={"task_id": task.id, "kind": task.kind, "status": res.status,
-                                   "toolset": cfg.toolset, "skills": list(task.skills)})
+                                   "toolset": cfg.toolset, "skills": list(task.skills),
+                                   **({"harness": res.harness} if harness is not None else {})})
   return res

@@ -15,8 +15,12 @@ from mage_jax.data import trajectory as tr
 
 
 def evaluate(tasks: Sequence[TaskPackage], policy_factory: Callable[[TaskPackage], Policy], pool: SlotPool,
-             repeats: int = 1, on_result: Callable[[EpisodeResult], None] | None = None) -> list[EpisodeResult]:
-  jobs = [Job(t, policy_factory(t), f"{t.id}-r{r}") for r in range(repeats) for t in tasks]
+             repeats: int = 1, on_result: Callable[[EpisodeResult], None] | None = None,
+             skip: Iterable[str] = ()) -> list[EpisodeResult]:
+  """Runs every (task, repeat) job whose episode id (`<task>-r<k>`) is not in `skip` (a resumed run)."""
+  skip = set(skip)
+  jobs = [Job(t, policy_factory(t), f"{t.id}-r{r}") for r in range(repeats) for t in tasks
+          if f"{t.id}-r{r}" not in skip]
   results = []
   for res in pool.run(jobs):
     results.append(res)
@@ -35,6 +39,7 @@ def _row(name: str, rs: list[EpisodeResult]) -> dict[str, Any]:
   reasons = collections.Counter((r.error or "unknown").splitlines()[0][:200] for r in rs if r.status == "env_error")
   gui = sum(r.gui_actions for r in scored)
   term = sum(r.terminal_actions for r in scored)
+  extra = sum(r.extra_actions for r in scored)  # a harness variant's extra tools (teacher only)
   n = max(1, len(scored))
   return {"group": name, "episodes": len(rs), "env_errors": len(rs) - len(scored),
           "env_error_reasons": dict(reasons.most_common(5)),
@@ -45,8 +50,12 @@ def _row(name: str, rs: list[EpisodeResult]) -> dict[str, Any]:
           "mean_steps": sum(r.steps for r in scored) / n,
           "model_calls_per_task": sum(r.model_calls for r in scored) / n,
           "output_tokens_per_task": sum(r.output_tokens for r in scored) / n,
-          "gui_share": gui / max(1, gui + term), "terminal_share": term / max(1, gui + term),
+          "gui_share": gui / max(1, gui + term + extra), "terminal_share": term / max(1, gui + term + extra),
+          "extra_share": extra / max(1, gui + term + extra),
           "parse_errors": sum(sum(r.parse_errors.values()) for r in scored),
+          "invalid_call_rate": (sum(sum(r.parse_errors.values()) for r in scored)
+                                / max(1, sum(r.model_calls for r in scored))),
+          "harness": sorted({r.harness for r in rs}),
           **spray_means([r.spray for r in scored]),  # did the policy drift toward spraying?
           "wall_time_per_task": sum(r.wall_time for r in scored) / n}
 

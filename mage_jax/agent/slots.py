@@ -53,7 +53,8 @@ class EnvSlot:
       return run_episode(self.env, job.task, job.policy, self.cfg, job.episode_id)
     except Exception as e:  # noqa: BLE001 - any env failure is an env error, not a policy failure
       self.restart()
-      return EpisodeResult(job.task.id, job.task.kind, None, status="env_error",
+      return EpisodeResult(job.task.id, job.task.kind, None, status="env_error", episode_id=job.episode_id,
+                           harness=getattr(self.cfg.harness, "variant_id", ""),
                            error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}")
 
   def restart(self) -> None:
