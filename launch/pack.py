@@ -41,6 +41,7 @@ def main(argv):
   summary["per_source"] = {n: {k: s[k] for k in ("episodes", "samples", "bins")}
                            for n, s in m["sources"].items()}
   print(json.dumps(summary, indent=2))
+  print(f"packed {m['samples']} samples into {m['bins']} bins ({pack_job.describe_skipped(m) or '0 skipped'})")
   print(f"wrote {out}/manifest.json")
 
 

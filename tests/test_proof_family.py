@@ -147,6 +147,12 @@ def test_teacher_episodes_pack_through_launch_pack(teacher):
   m = pack_job.pack(c.data, os.path.join(out, "packed"), workers=1)
   assert m["episodes"] == 8 and m["skipped_total"] == 0, m["skipped"]
   assert m["samples"] >= 18  # one sample per step: 2 + 2 + 2 + 3 steps, two of each template
+  assert pack_job.describe_skipped(m) == ""
+  # rows too short for a sample: the console phrase names why (issue 12 papercut)
+  c.data.seq_len = 512
+  m = pack_job.pack(c.data, os.path.join(out, "packed_short"), workers=1)
+  n = m["skipped"]["pack"]["longer than seq_len"]
+  assert n > 0 and pack_job.describe_skipped(m).startswith(f"{n} skipped: {n} over the 512-token row"), m["skipped"]
 
 
 def test_heldout_size_share_and_counts():

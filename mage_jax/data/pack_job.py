@@ -172,6 +172,24 @@ def pack(data, out_dir: str, workers: int = 0, heldout_dir: str = "",
   return manifest
 
 
+def describe_skipped(m: dict[str, Any]) -> str:
+  """The manifest's skips as one console phrase: "8 skipped: 8 over the 1,024-token row", most
+  frequent reason first ("" when nothing was skipped). Reading skips are malformed input lines,
+  rendering skips steps whose prompt exceeds render.context_len, packing skips samples that fit
+  no bin."""
+  row, budget = f"{m['seq_len']:,}-token row", f"{m['patch_budget']:,}-patch budget"
+  words = {"longer than seq_len": f"over the {row}", "more patches than patch_budget": f"over the {budget}",
+           render.TOO_LONG: "over render.context_len"}
+  reasons: collections.Counter = collections.Counter()
+  for stage, counts in m["skipped"].items():
+    for reason, n in counts.items():
+      reasons[words.get(reason, f"{stage}: {reason.replace('_', ' ')}")] += n
+  total = sum(reasons.values())
+  if not total:
+    return ""
+  return f"{total} skipped: " + ", ".join(f"{n} {why}" for why, n in reasons.most_common())
+
+
 def _report_from_dict(d: dict) -> render.RenderReport:
   r = render.RenderReport()
   for k, v in d.items():

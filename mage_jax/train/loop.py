@@ -122,7 +122,7 @@ def run_pack(data: ml_collections.ConfigDict, out_dir: str, workers: int = 1,
   m = pack_job.pack(data, out_dir, workers, heldout_dir=heldout_dir,
                     heldout_episodes=heldout_episodes)
   held = sum(s["heldout"]["episodes"] for s in m["sources"].values())
-  print(f"packed {m['samples']} samples into {m['bins']} bins ({m['skipped_total']} skipped; "
+  print(f"packed {m['samples']} samples into {m['bins']} bins ({pack_job.describe_skipped(m) or '0 skipped'}; "
         f"token fill {m['token_fill']:.2f})" + (f"; {held} episodes held out" if held else ""),
         flush=True)
 
