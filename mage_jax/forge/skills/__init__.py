@@ -1,0 +1,56 @@
+"""The skill library: one module per domain registers one `Skill` per taxonomy entry.
+
+  load_all()                 imports every domain module (idempotent); returns the registry
+  taxonomy_from_registry()   the taxonomy document the registry defines (what taxonomy.json holds)
+  package_dict(skill, params, task_id)  a full task-package dict (docs/tasks.md) for one param set
+
+`python -m mage_jax.forge.skills` rewrites taxonomy.json from the registry (bump `VERSION` when a
+skill is added, removed or renamed); tests/test_forge_skills.py asserts the two match exactly.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+from mage_jax.forge import skill as skill_lib
+
+VERSION = 1
+DOMAIN_MODULES = ("shell",)
+
+
+def load_all() -> dict[str, skill_lib.Skill]:
+  for name in DOMAIN_MODULES:
+    importlib.import_module(f"mage_jax.forge.skills.{name}")
+  return skill_lib.REGISTRY
+
+
+def taxonomy_from_registry() -> dict[str, Any]:
+  from mage_jax.forge.skills.base import CAPABILITIES, DOMAINS
+  load_all()
+  doms: dict[str, dict[str, Any]] = {}
+  for s in skill_lib.REGISTRY.values():
+    d = doms.setdefault(s.domain, {"id": s.domain, "description": DOMAINS[s.domain], "capabilities": {}})
+    cid = f"{s.domain}.{s.capability}"
+    c = d["capabilities"].setdefault(cid, {"id": s.capability, "description": CAPABILITIES[cid], "skills": []})
+    c["skills"].append({"id": s.id, "description": s.description, "kind": s.kind, "apps": list(s.apps)})
+  return {"version": VERSION, "domains": [{**d, "capabilities": list(d["capabilities"].values())}
+                                          for d in doms.values()]}
+
+
+def package_dict(skill: skill_lib.Skill, params: dict[str, Any], task_id: str) -> dict[str, Any]:
+  fields = skill.build(params)
+  channels = {"terminal": ["terminal"], "gui": ["gui"], "hybrid": ["gui", "terminal"]}[skill.kind]
+  return {"id": task_id, "kind": skill.kind, "apps": list(skill.apps), "skills": [skill.id],
+          "channels": channels, **fields}
+
+
+def main() -> None:
+  with open(skill_lib.TAXONOMY_FILE, "w") as f:
+    json.dump(taxonomy_from_registry(), f, indent=1)
+    f.write("\n")
+  print(f"wrote {skill_lib.TAXONOMY_FILE}: {len(skill_lib.REGISTRY)} skills")
+
+
+if __name__ == "__main__":
+  main()

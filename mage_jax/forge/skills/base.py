@@ -1,0 +1,101 @@
+"""Shared builders for the skill modules: value pools, tool calls, package fields, `define`.
+
+A skill module calls `domain(...)`, `capability(...)` and `define(...)` (one per atomic skill);
+`define` registers a `forge.skill.Skill` whose `param_schema` is read off a sampled parameter set.
+Every reference list gets the final `terminate` call appended here, so skills list only the work.
+"""
+from __future__ import annotations
+
+import json
+import random
+from typing import Any, Callable
+
+from mage_jax.agent.tasks.builtin.suite import DONE, H, app, bash, click, drag, fill, key, move, scroll, type_, wait
+from mage_jax.forge import skill as skill_lib
+
+__all__ = ["DONE", "H", "app", "bash", "click", "drag", "fill", "key", "move", "scroll", "type_", "wait",
+           "py", "package", "define", "domain", "capability", "schema_of", "distinct", "csv_text",
+           "WORDS", "NAMES", "CITIES", "ITEMS", "CATEGORIES", "COLORS"]
+
+WORDS = ["amber", "birch", "cobalt", "delta", "ember", "falcon", "garnet", "harbor", "indigo", "jasper",
+         "kestrel", "lumen", "maple", "nectar", "onyx", "pepper", "quartz", "raven", "saffron", "tundra",
+         "umber", "velvet", "willow", "xenon", "yarrow", "zephyr"]
+NAMES = ["Ada", "Bram", "Cleo", "Dara", "Emil", "Faye", "Gus", "Hana", "Ivo", "Juno", "Kai", "Lena",
+         "Milo", "Nora", "Otto", "Pia", "Quin", "Rosa", "Sven", "Tara"]
+CITIES = ["Oslo", "Lima", "Kyoto", "Perth", "Cairo", "Quito", "Porto", "Dakar", "Hanoi", "Malmo"]
+ITEMS = ["pen", "ink", "pad", "clip", "tape", "glue", "ruler", "stamp", "card", "file", "brush", "chalk"]
+CATEGORIES = ["fruit", "veg", "dairy", "bakery", "grain", "meat"]
+COLORS = {"red": [220, 40, 40], "green": [40, 180, 60], "blue": [40, 70, 220], "yellow": [240, 210, 30],
+          "black": [0, 0, 0], "white": [255, 255, 255], "purple": [130, 50, 160], "orange": [245, 140, 20]}
+
+DOMAINS: dict[str, str] = {}          # domain id -> description
+CAPABILITIES: dict[str, str] = {}     # "<domain>.<capability>" -> description
+
+
+def domain(id: str, description: str) -> None:
+  DOMAINS[id] = description
+
+
+def capability(id: str, description: str) -> None:
+  CAPABILITIES[id] = description
+
+
+def py(code: str, action: str | None = None) -> dict[str, Any]:
+  """A bash call that runs a Python script (heredoc: no shell quoting inside)."""
+  return bash(f"python - <<'PY'\n{code.strip()}\nPY", action or "Run a Python script")
+
+
+def distinct(r: random.Random, pool: list[Any], k: int) -> list[Any]:
+  return r.sample(pool, k)
+
+
+def csv_text(rows: list[list[Any]], sep: str = ",") -> str:
+  return "".join(sep.join(str(c) for c in row) + "\n" for row in rows)
+
+
+def package(instruction: str, setup: list[dict[str, Any]], checker: dict[str, Any], near: list[dict[str, Any]],
+            terminal: list | None = None, gui: list | None = None, hybrid: list | None = None,
+            max_steps: int | None = None) -> dict[str, Any]:
+  """The task-package fields `Skill.build` returns: every given reference, labelled by channel."""
+  refs = [{"channel": ch, "calls": calls + [DONE]}
+          for ch, calls in (("terminal", terminal), ("gui", gui), ("hybrid", hybrid)) if calls]
+  if not refs:
+    raise ValueError("a skill package needs at least one reference")
+  out = {"instruction": instruction, "setup": setup, "checker": checker, "references": refs,
+         "near_miss": near + [DONE]}
+  if max_steps:
+    out["max_steps"] = max_steps
+  return out
+
+
+def schema_of(value: Any) -> dict[str, Any]:
+  """A JSON schema that the sampled value (and any of the same shape) satisfies."""
+  if isinstance(value, bool):
+    return {"type": "boolean"}
+  if isinstance(value, int):
+    return {"type": "integer"}
+  if isinstance(value, float):
+    return {"type": "number"}
+  if isinstance(value, str):
+    return {"type": "string", "minLength": 1}
+  if isinstance(value, list):
+    return {"type": "array", "minItems": 1, **({"items": schema_of(value[0])} if value else {})}
+  if isinstance(value, dict):
+    return {"type": "object", "properties": {k: schema_of(v) for k, v in value.items()},
+            "required": sorted(value)}
+  if value is None:
+    return {"type": "null"}
+  raise TypeError(f"no JSON schema for {type(value).__name__}")
+
+
+def define(id: str, description: str, sample: Callable[[random.Random], dict[str, Any]],
+           build: Callable[[dict[str, Any]], dict[str, Any]], kind: str = "terminal",
+           apps: tuple[str, ...] = ("shell",),
+           mentions: Callable[[dict[str, Any]], dict[str, list[str]]] | None = None) -> skill_lib.Skill:
+  """Registers one atomic skill; the parameters must round-trip through JSON (LLM nodes propose them)."""
+  example = sample(random.Random(0))
+  if json.loads(json.dumps(example)) != example:
+    raise skill_lib.TaxonomyError(f"skill {id}: sampled params do not round-trip through JSON")
+  return skill_lib.register(skill_lib.Skill(
+      id=id, description=description, kind=kind, apps=tuple(apps), sample=sample, build=build,
+      param_schema=schema_of(example), mentions=mentions or (lambda params: {})))
