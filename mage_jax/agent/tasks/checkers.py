@@ -75,10 +75,10 @@ _loaded = False
 
 def _load_extensions() -> None:
   global _loaded
-  if not _loaded:
-    _loaded = True
+  if not _loaded:  # set after the imports: a second thread must not see a half-filled registry
     for name in EXTENSION_MODULES:
       importlib.import_module(name)
+    _loaded = True
 
 
 class CheckContext(Protocol):
@@ -286,7 +286,7 @@ def score(ctx: CheckContext, spec: dict[str, Any], root: str | None = None) -> f
     return 0.0
   except Exception as e:  # zipfile.BadZipFile, pypdf errors ... from agent-made files
     ext = EXTENSIONS.get(spec.get("type"))
-    if type(e).__module__.startswith(("zipfile", "pypdf", "openpyxl", "pptx", "lxml", "sqlite3")
+    if type(e).__module__.startswith(("zipfile", "pypdf", "openpyxl", "pptx", "lxml", "sqlite3", "_csv")
                                      + (ext.content_errors if ext else ())):
       return 0.0
     raise

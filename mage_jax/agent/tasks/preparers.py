@@ -54,10 +54,10 @@ _loaded = False
 
 def _load_extensions() -> None:
   global _loaded
-  if not _loaded:
-    _loaded = True
+  if not _loaded:  # set after the imports: a second thread must not see a half-filled registry
     for name in EXTENSION_MODULES:
       importlib.import_module(name)
+    _loaded = True
 
 
 class SetupTarget(Protocol):
