@@ -101,8 +101,9 @@ class LocalEnv(Env):
   def reset(self, task: TaskPackage) -> Observation:
     self.close()
     self.task, self.terminal_outputs = task, []
-    sb_cfg = dataclasses.replace(self.config.sandbox,
-                                 ro_binds=self.config.sandbox.ro_binds + ((APPS_HOST_DIR, APPS_DIR),))
+    from mage_jax.agent.apps import etc_binds  # the real apps' read-only config (LibreOffice, GIMP, openbox)
+    sb_cfg = dataclasses.replace(self.config.sandbox, ro_binds=self.config.sandbox.ro_binds + (
+        (APPS_HOST_DIR, APPS_DIR),) + (etc_binds() if task.needs_desktop else ()))
     self.sandbox = Sandbox(sb_cfg)
     display = None
     if task.needs_desktop:
