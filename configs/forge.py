@@ -1,0 +1,47 @@
+"""Forge: workflow-first generation of gated task packages (mage_jax/forge; docs/forge.md).
+
+  python -m launch.forge --config=configs/forge.py --workdir=workdirs/forge
+  python -m launch.forge --config=configs/forge.py:tiny --workdir=/tmp/forge_tiny
+  python -m launch.forge --config=configs/forge.py:llm --config.llm.base_url=http://127.0.0.1:8000/v1 \
+      --workdir=workdirs/forge_llm        # LLM nodes propose params and reword instructions
+
+Then: python -m launch.eval --config=configs/eval.py:scripted --config.suite=workdirs/forge/suite
+
+Arg: "" (full: every skill of the taxonomy, deterministic nodes), "tiny" (a few attempts per
+skill, 3 rounds; tests narrow `skills`), "llm" (the full run with LLM nodes).
+"""
+from __future__ import annotations
+
+import ml_collections
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  arg = arg or ""
+  if arg not in ("", "tiny", "llm"):
+    raise ValueError(f"configs/forge.py: unknown arg {arg!r}; expected '', 'tiny' or 'llm'")
+  tiny = arg == "tiny"
+  c = ml_collections.ConfigDict()
+  c.taxonomy = "mage_jax/forge/taxonomy.json"   # "" = run every registered skill
+  c.skill_modules = ["mage_jax.forge.skills"]   # imported (packages: every submodule) to register skills
+  c.skills = []                                 # [] = every taxonomy skill; else these ids
+  c.attempts_per_skill = 2 if tiny else 8       # round-1 attempts per skill (later rounds: same total)
+  c.rounds = 3
+  c.workers = 2                                 # generation processes (CPU-bound: one per core)
+  c.gate_workers = 2 if tiny else 4             # sandbox gate processes (mostly wait on the sandbox)
+  c.gate = True                                 # run the package gates (False: file gate only)
+  c.near_dup = 0.9                              # word 3-gram Jaccard at/above which two instructions are one
+  c.band = (0.2, 0.8)                           # the student's frontier band of success
+  c.refine_at = 0.5                             # rejection rate that triggers a workflow refinement
+  c.progress = not tiny
+  c.suite_dir = ""                              # "" = <workdir>/suite
+  c.student = ml_collections.ConfigDict(dict(enabled=True, max_steps=30,
+                                             noise=dict(base=0.05, spread=0.5)))
+  c.env = ml_collections.ConfigDict(dict(command_timeout=20.0))   # agent.env.EnvConfig fields
+  c.llm = ml_collections.ConfigDict(dict(
+      params=arg == "llm", reword=arg == "llm",   # LLM nodes in every workflow
+      siblings=0,                                 # skills per round whose siblings an LLM proposes
+      base_url="http://127.0.0.1:8000/v1", model="mage", timeout_s=120.0, max_tokens=512,
+      temperature=0.0, max_retries=2,
+      # $ per 1M tokens by model name (a frontier API's list prices; "default" for any other)
+      prices={"default": {"prompt": 0.60, "completion": 2.40}}))
+  return c

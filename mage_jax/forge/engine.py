@@ -1,0 +1,209 @@
+"""`run_forge(config)`: load skills, check their workflows, run the rounds, write the manifest.
+
+Round 1 gives every skill `attempts_per_skill` attempts. After each round the student
+(rounds.NoisyScriptedPolicy) is evaluated on that round's accepted tasks through the same
+evaluation code as launch.eval (results.json under W/round_<k>/eval/); round k+1's budget and
+workflow refinements come from that file and round k's outcomes (rounds.py).
+"""
+from __future__ import annotations
+
+import collections
+import importlib
+import json
+import os
+import pkgutil
+import time
+from typing import Any
+
+from mage_jax.forge import gates as G
+from mage_jax.forge import rounds as R
+from mage_jax.forge import run as RUN
+from mage_jax.forge.skill import REGISTRY, TaxonomyError, load_taxonomy, taxonomy_skill_ids
+from mage_jax.forge.workflow import default_workflow
+
+
+def import_skill_modules(modules: list[str]) -> None:
+  """Each name is a module or a package (every submodule is imported); errors name it."""
+  for name in modules:
+    try:
+      mod = importlib.import_module(name)
+      if hasattr(mod, "__path__"):
+        for info in pkgutil.iter_modules(mod.__path__):
+          importlib.import_module(f"{name}.{info.name}")
+    except TaxonomyError:
+      raise
+    except Exception as e:  # noqa: BLE001
+      raise TaxonomyError(f"skill module {name}: import failed: {type(e).__name__}: {e}") from e
+
+
+def select_skills(c: dict[str, Any]) -> tuple[list[str], list[str]]:
+  """(skill ids to run, taxonomy ids with no registered skill). A registered skill missing from
+  the taxonomy file is an error naming both."""
+  import_skill_modules(list(c.get("skill_modules") or []))
+  unimplemented: list[str] = []
+  if c.get("taxonomy"):
+    tax_ids = taxonomy_skill_ids(load_taxonomy(c["taxonomy"]))
+    unimplemented = [s for s in tax_ids if s not in REGISTRY]
+    wanted = [s for s in tax_ids if s in REGISTRY]
+    extra = set(REGISTRY) - set(tax_ids) - set(c.get("skills") or [])
+    if extra and not c.get("skills"):
+      raise TaxonomyError(f"{c['taxonomy']}: registered skills missing from the taxonomy: {sorted(extra)[:5]}")
+  else:
+    wanted = sorted(REGISTRY)
+  if c.get("skills"):
+    unknown = [s for s in c["skills"] if s not in REGISTRY]
+    if unknown:
+      raise TaxonomyError(f"config.skills: unknown skill ids {unknown}")
+    wanted = list(c["skills"])
+  for s in wanted:  # type-check every workflow before any work (WorkflowError names skill + node)
+    llm = c.get("llm") or {}
+    default_workflow(REGISTRY[s], llm_params=bool(llm.get("params")), reword=bool(llm.get("reword")))
+  return wanted, unimplemented
+
+
+def evaluate_student(c: dict[str, Any], k: int, suite_dir: str, ids: list[str], out_dir: str) -> str | None:
+  from mage_jax.agent import evaluation
+  from mage_jax.agent.env import EnvConfig, LocalEnv
+  from mage_jax.agent.episode import EpisodeConfig
+  from mage_jax.agent.slots import LocalSlotPool
+  from mage_jax.agent.tasks.package import load_package
+  if not ids:
+    return None
+  tasks = [load_package(os.path.join(suite_dir, i)) for i in ids]
+  noise = R.NoiseModel(**c["student"]["noise"])
+  env_cfg = EnvConfig(**(c.get("env") or {}))
+  pool = LocalSlotPool(lambda: LocalEnv(env_cfg), EpisodeConfig(
+      max_steps=c["student"]["max_steps"], out_dir=os.path.join(out_dir, "shots")), c["gate_workers"])
+  try:
+    results = evaluation.evaluate(tasks, R.student_factory(noise, k), pool)
+  finally:
+    pool.close()
+  return evaluation.write_results(out_dir, results, evaluation.summarize(results),
+                                  {"policy": "noisy_scripted", "noise": c["student"]["noise"]})["results"]
+
+
+def run_forge(c: dict[str, Any]) -> dict[str, Any]:
+  wd = c["workdir"]
+  suite_dir = c.get("suite_dir") or os.path.join(wd, "suite")
+  os.makedirs(suite_dir, exist_ok=True)
+  skills, unimplemented = select_skills(c)
+  deduper = G.Deduper(c.get("near_dup", 0.9))
+  for pkg in existing_packages(suite_dir):  # a resumed run keeps and de-duplicates against them
+    deduper.resumed.add(pkg["id"])
+    deduper.check(pkg["skills"][0] if pkg.get("skills") else pkg["id"], None, pkg["instruction"], pkg["checker"],
+                  pkg["id"])
+  budget = {s: c["attempts_per_skill"] for s in skills}
+  avoid: dict[str, dict] = {}
+  success: dict[str, tuple[int, int]] = {}
+  manifest: dict[str, Any] = {"version": 1, "workdir": wd, "suite": suite_dir, "rounds": [],
+                              "unimplemented_skills": unimplemented}
+  all_outcomes: list[dict[str, Any]] = []
+  t_start = time.monotonic()
+  for k in range(1, c["rounds"] + 1):
+    round_dir = os.path.join(wd, f"round_{k}")
+    st, outcomes = RUN.run_round(c, k, budget, avoid, deduper, suite_dir, round_dir)
+    all_outcomes += outcomes
+    accepted = [o["package"]["id"] for o in outcomes if o.get("accepted")]
+    row = round_row(st, budget, success, c, skills)
+    results = None
+    if st.error is None and c["student"]["enabled"]:
+      results = evaluate_student(c, k, suite_dir, accepted, os.path.join(round_dir, "eval"))
+    if results:
+      for s, (a, n) in R.skill_success(results).items():
+        prev = success.get(s, (0, 0))
+        success[s] = (prev[0] + a, prev[1] + n)
+      row["student_results"] = results
+      rates = {s: a / n for s, (a, n) in success.items() if n}
+      row["student_success"] = round(sum(rates.values()) / max(1, len(rates)), 3)
+      row["bands"] = dict(collections.Counter(R.band_of(rates.get(s), tuple(c["band"])) for s in skills))
+    avoid = {**avoid, **R.refinements(all_outcomes, c["refine_at"])}
+    row["refined_skills"] = sorted(s for s in avoid if avoid[s])
+    if c["llm"].get("siblings") and st.error is None and k < c["rounds"]:
+      new, recs = R.propose_siblings(RUN.ChatClient(c["llm"]["base_url"], c["llm"]["model"]),
+                                     [REGISTRY[s] for s in skills[: c["llm"]["siblings"]]])
+      row["sibling_proposals"] = recs
+      skills += [s.id for s in new]
+    manifest["rounds"].append(row)
+    manifest.update(summary(suite_dir, manifest["rounds"], time.monotonic() - t_start, len(skills)))
+    write_manifest(wd, manifest)
+    if st.error:
+      raise RUN.ForgeError(f"round {k} stopped: {st.error} (accepted so far kept in {suite_dir}; "
+                           f"rerun to resume from {os.path.join(wd, 'cache')})")
+    budget = R.allocate(skills, success, c["attempts_per_skill"] * len(skills), band=tuple(c["band"]))
+  return manifest
+
+
+def round_row(st: RUN.RoundStats, budget: dict[str, int], success, c, skills) -> dict[str, Any]:
+  rates = {s: a / n for s, (a, n) in success.items() if n}
+  frontier = [s for s in budget if R.band_of(rates.get(s), tuple(c["band"])) == "frontier"]
+  gs = st.gate_seconds
+  return {"round": st.round, "attempts": st.attempts, "accepted": st.accepted,
+          "acceptance": round(st.accepted / max(1, st.attempts), 4),
+          "frontier_budget_share": round(sum(budget[s] for s in frontier) / max(1, sum(budget.values())), 4),
+          "rejections": dict(st.rejections), "rejections_by_node": dict(st.by_node),
+          "rejections_by_skill": {s: dict(v) for s, v in st.by_skill.items()},
+          "llm": dict(st.llm), "generate_seconds": round(st.generate_seconds, 1),
+          "gating_seconds": round(st.gating_seconds, 1), "gated_fresh": len(gs),
+          "gate_seconds_per_task": round(sum(gs) / max(1, len(gs)), 3), "error": st.error}
+
+
+def existing_packages(suite_dir: str) -> list[dict[str, Any]]:
+  out = []
+  for name in sorted(os.listdir(suite_dir)):
+    path = os.path.join(suite_dir, name, "task.json")
+    if os.path.isfile(path):
+      with open(path) as f:
+        out.append(json.load(f))
+  return out
+
+
+def summary(suite_dir: str, rounds: list[dict[str, Any]], seconds: float, n_skills: int) -> dict[str, Any]:
+  pkgs = existing_packages(suite_dir)
+  per_skill = collections.Counter(p["skills"][0] for p in pkgs if p.get("skills"))
+  multi = sum(len(p.get("apps", [])) > 1 for p in pkgs)
+  rej = collections.Counter()
+  for r in rounds:
+    rej.update(r["rejections"])
+  llm = collections.Counter()
+  for r in rounds:
+    llm.update(r["llm"])
+  dollars = llm.pop("micro_dollars", 0) / 1e6
+  attempts = sum(r["attempts"] for r in rounds)
+  return {"round": len(rounds), "seconds": round(seconds, 1),
+          "counts": {"tasks": len(pkgs), "skills_covered": len(per_skill), "skills": n_skills,
+                     "per_skill": dict(sorted(per_skill.items())),
+                     "per_domain": dict(collections.Counter(s.split(".")[0] for p in pkgs for s in p["skills"][:1])),
+                     "per_kind": dict(collections.Counter(p["kind"] for p in pkgs)),
+                     "single_app": len(pkgs) - multi, "multi_app": multi,
+                     "multi_app_share": round(multi / max(1, len(pkgs)), 4),
+                     "skills_with_3_plus": sum(v >= 3 for v in per_skill.values())},
+          "rejections": dict(rej.most_common()),
+          "cost": {**dict(llm), "dollars": round(dollars, 6), "attempts": attempts,
+                   "dollars_per_accepted_task": round(dollars / max(1, len(pkgs)), 6),
+                   "tokens_per_accepted_task": round((llm["prompt_tokens"] + llm["completion_tokens"])
+                                                     / max(1, len(pkgs)), 1)}}
+
+
+def write_manifest(wd: str, manifest: dict[str, Any]) -> str:
+  path = os.path.join(wd, "manifest.json")
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(manifest, f, indent=1, sort_keys=False)
+  os.replace(tmp, path)
+  return path
+
+
+def recheck(suite_dir: str, workers: int = 2, env: dict[str, Any] | None = None) -> dict[str, Any]:
+  """Copies the suite to a fresh directory, loads it with launch.eval's loader and gates every
+  package again (no cache); returns {checked, failed: [(id, gate, reason)], seconds}."""
+  import shutil
+  import tempfile
+  from mage_jax.agent.tasks.package import load_suite
+  t0 = time.monotonic()
+  with tempfile.TemporaryDirectory(prefix="forge_recheck_") as tmp:
+    copy = shutil.copytree(suite_dir, os.path.join(tmp, "suite"))
+    pkgs = [p.to_dict() for p in load_suite(copy)]
+    with RUN._pool(workers, {"env": env}) as ex:
+      res = list(ex.map(G.gate_package, pkgs, [env] * len(pkgs)))
+  failed = [(r["id"], r["rejection"], r["reason"][:200]) for r in res if not r["passed"]]
+  return {"checked": len(pkgs), "failed": failed, "seconds": round(time.monotonic() - t0, 1)}

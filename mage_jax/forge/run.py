@@ -1,0 +1,207 @@
+"""The Forge run: rounds of (generate -> de-duplicate -> gate -> student eval -> re-plan).
+
+Layout of a workdir W:
+  W/suite/<task id>/task.json     accepted packages (launch.eval --config.suite=W/suite)
+  W/cache/nodes/..                per-node outputs, content-addressed (resume)
+  W/cache/gates/..                gate results by package hash (resume)
+  W/round_<k>/outcomes.jsonl      every candidate: skill, seed, params, node, reason
+  W/round_<k>/eval/results.json   the student's launch.eval-format results
+  W/manifest.json                 counts, rejections, cost, rounds (rewritten after each round)
+
+Accepted packages are written to the suite as soon as they pass, so a run stopped by a dead
+endpoint or a crash keeps everything accepted so far; rerunning resumes from the caches.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any, Iterable
+
+from mage_jax.forge import gates as G
+from mage_jax.forge import rounds as R
+from mage_jax.forge.llm import ChatClient, EndpointError, PriceTable
+from mage_jax.forge.nodes import digest
+from mage_jax.forge.skill import REGISTRY, Skill
+from mage_jax.forge.workflow import NodeCache, WorkflowError, default_workflow
+
+
+class ForgeError(RuntimeError):
+  """A run that cannot go on (bad config, dead endpoint); accepted tasks are kept."""
+
+
+# ---- progress ------------------------------------------------------------------------------------
+def progress(it: Iterable, total: int, desc: str, enabled: bool = True):
+  if not enabled:
+    yield from it
+    return
+  try:
+    from tqdm import tqdm
+  except ImportError:
+    tqdm = None
+  if tqdm is not None:
+    yield from tqdm(it, total=total, desc=desc, file=sys.stderr, mininterval=2.0)
+    return
+  for i, x in enumerate(it, 1):  # a plain fallback bar
+    if i == total or i % max(1, total // 20) == 0:
+      print(f"{desc}: {i}/{total}", file=sys.stderr, flush=True)
+    yield x
+
+
+# ---- worker side (module level: run in forked processes) -----------------------------------------
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(settings: dict[str, Any]) -> None:
+  _WORKER.clear()
+  _WORKER.update(settings)
+
+
+def _client() -> ChatClient | None:
+  llm = _WORKER.get("llm") or {}
+  if not (llm.get("params") or llm.get("reword")):
+    return None
+  return ChatClient(llm["base_url"], llm["model"], timeout_s=llm.get("timeout_s", 120),
+                    max_tokens=llm.get("max_tokens", 512), temperature=llm.get("temperature", 0.0),
+                    prices=PriceTable(llm.get("prices") or {"default": {"prompt": 0.6, "completion": 2.4}}))
+
+
+def generate_one(skill_id: str, seed: int, avoid: dict[str, list] | None) -> dict[str, Any]:
+  """One candidate of one skill: the workflow's Outcome as a dict (EndpointError propagates)."""
+  llm = _WORKER.get("llm") or {}
+  skill = REGISTRY[skill_id]
+  wf = default_workflow(skill, llm_params=bool(llm.get("params")), reword=bool(llm.get("reword")),
+                        avoid=avoid, max_retries=int(llm.get("max_retries", 2)))
+  t0 = time.monotonic()
+  out = wf.run(seed, NodeCache(_WORKER.get("node_cache")), _client())
+  d = dataclasses.asdict(out)
+  d["seconds"] = time.monotonic() - t0
+  return d
+
+
+def gate_one(pkg: dict[str, Any]) -> dict[str, Any]:
+  cache = NodeCache(_WORKER.get("gate_cache"))
+  key = digest({"package": pkg, "env": _WORKER.get("env") or {}})
+  hit, res = cache.get(key)
+  if hit:
+    return dict(res, cached=True)
+  res = G.gate_package(pkg, _WORKER.get("env"))
+  if res.get("rejection") != "gate_error":
+    cache.put(key, res)
+  return res
+
+
+def _pool(workers: int, settings: dict[str, Any]) -> ProcessPoolExecutor:
+  # fork: workers inherit the skill registry (including skills registered at run time)
+  return ProcessPoolExecutor(max(1, workers), mp_context=multiprocessing.get_context("fork"),
+                             initializer=_init_worker, initargs=(settings,))
+
+
+# ---- one round -----------------------------------------------------------------------------------
+@dataclasses.dataclass
+class RoundStats:
+  round: int
+  attempts: int = 0
+  accepted: int = 0
+  rejections: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  by_skill: dict[str, collections.Counter] = dataclasses.field(
+      default_factory=lambda: collections.defaultdict(collections.Counter))
+  by_node: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  llm: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  gate_seconds: list[float] = dataclasses.field(default_factory=list)
+  generate_seconds: float = 0.0
+  gating_seconds: float = 0.0
+  error: str | None = None
+
+  def reject(self, skill: str, reason: str, node: str) -> None:
+    self.rejections[reason] += 1
+    self.by_skill[skill][reason] += 1
+    self.by_node[f"{node}:{reason}"] += 1
+
+
+def run_round(c: dict[str, Any], k: int, budget: dict[str, int], avoid: dict[str, dict],
+              deduper: G.Deduper, suite_dir: str, round_dir: str) -> tuple[RoundStats, list[dict[str, Any]]]:
+  st = RoundStats(k)
+  settings = worker_settings(c)
+  jobs = [(s, k * 100_000 + i) for s in sorted(budget) for i in range(budget[s])]
+  st.attempts = len(jobs)
+  outcomes: list[dict[str, Any]] = []
+  t0 = time.monotonic()
+  with _pool(c["workers"], settings) as ex:
+    futs = [ex.submit(generate_one, s, seed, avoid.get(s)) for s, seed in jobs]
+    try:
+      for f in progress(as_completed(futs), len(futs), f"round {k} generate", c["progress"]):
+        outcomes.append(f.result())
+    except EndpointError as e:
+      for f in futs:
+        f.cancel()
+      st.error = str(e)
+  st.generate_seconds = time.monotonic() - t0
+  outcomes.sort(key=lambda o: (o["skill"], o["seed"]))
+  to_gate = []
+  for o in outcomes:
+    for call in o["llm_calls"]:
+      for key in ("prompt_tokens", "completion_tokens", "requests", "retries"):
+        st.llm[key] += call[key]
+      st.llm["fallbacks"] += int(call["fallback"])
+      st.llm["calls"] += 1
+      st.llm["micro_dollars"] += round(call["dollars"] * 1e6)
+    if o["package"] is None:
+      st.reject(o["skill"], o["reason"], o["node"])
+      continue
+    pkg = o["package"]
+    if pkg["id"] in deduper.resumed:  # accepted by an earlier (interrupted) run of this workdir
+      o["accepted"] = o["resumed"] = True
+      st.accepted += 1
+      continue
+    dup = deduper.check(o["skill"], o["params"], pkg["instruction"], pkg["checker"], pkg["id"])
+    if dup:
+      o["reason"], o["node"], o["detail"] = dup[0], "dedup", f"duplicates {dup[1]}"
+      st.reject(o["skill"], dup[0], "dedup")
+      continue
+    to_gate.append(o)
+  t0 = time.monotonic()
+  if c["gate"]:
+    with _pool(c["gate_workers"], settings) as ex:
+      futs = {ex.submit(gate_one, o["package"]): o for o in to_gate}
+      for f in progress(as_completed(futs), len(futs), f"round {k} gate", c["progress"]):
+        o, res = futs[f], f.result()
+        o["gate"] = res
+        if not res.get("cached"):
+          st.gate_seconds.append(res["seconds"])
+        if res["passed"]:
+          _accept(o, suite_dir, st)
+        else:
+          o["reason"], o["node"], o["detail"] = res["rejection"], "package_gate", res["reason"]
+          st.reject(o["skill"], res["rejection"], "package_gate")
+  else:
+    for o in to_gate:
+      _accept(o, suite_dir, st)
+  st.gating_seconds = time.monotonic() - t0
+  os.makedirs(round_dir, exist_ok=True)
+  with open(os.path.join(round_dir, "outcomes.jsonl"), "w") as f:
+    for o in outcomes:
+      f.write(json.dumps({k2: o.get(k2) for k2 in ("skill", "seed", "params", "reason", "node", "detail",
+                                                    "accepted", "seconds", "cache_hits")}
+                         | {"id": (o["package"] or {}).get("id"), "llm_calls": len(o["llm_calls"]),
+                            "gate_seconds": (o.get("gate") or {}).get("seconds")}) + "\n")
+  return st, outcomes
+
+
+def _accept(o: dict[str, Any], suite_dir: str, st: RoundStats) -> None:
+  from mage_jax.agent.tasks.package import package_from_dict, save_package
+  pkg = o["package"]
+  save_package(package_from_dict(pkg, source=pkg["id"]), os.path.join(suite_dir, pkg["id"]))
+  o["accepted"] = True
+  st.accepted += 1
+
+
+def worker_settings(c: dict[str, Any]) -> dict[str, Any]:
+  return {"llm": c.get("llm"), "env": c.get("env"), "node_cache": os.path.join(c["workdir"], "cache", "nodes"),
+          "gate_cache": os.path.join(c["workdir"], "cache", "gates")}
