@@ -1,7 +1,7 @@
 """A scripted teacher with a documented noise model, for harness evolution without an LLM.
 
 It solves a task by replaying its reference calls (policies.ScriptedPolicy's oracle) and is
-noisy in two ways, each drawn from an RNG seeded by (seed, task id, turn), so a run is
+noisy in two ways, each drawn from an RNG seeded by (seed, episode id, turn), so a run is
 reproducible and two variants see the same draws on the same turn:
 
   * tool curiosity: before each reference call, for each *extra* tool the harness declares
@@ -39,7 +39,7 @@ class NoisyScriptedTeacher:
 
   def act(self, request: PolicyRequest) -> PolicyOutput:
     self.turn += 1
-    rng = random.Random(f"{self.seed}/{request.task.id}/{self.turn}")
+    rng = random.Random(f"{self.seed}/{request.episode.id}/{self.turn}")
     i = sum(s.tool_call is not None and s.tool_call.name in tools.TOOL_NAMES for s in request.episode.steps)
     extras = [n for n in request.episode.tool_names if n in xt.EXTRA_TOOLS]
     if self.planned != i:  # one curiosity draw per reference call

@@ -82,15 +82,12 @@ class HarnessVariant:
     try:
       return cls(**kw)
     except ValueError as e:
-      raise VariantError(f"{where}: {e}") from None
+      raise VariantError(f"{where}.{e}") from None  # __post_init__ messages start with the field
 
   def __post_init__(self):
     if self.toolset not in tools.TOOLSETS:
-      raise ValueError(f"toolset {self.toolset!r}: expected one of {sorted(tools.TOOLSETS)}")
-    try:
-      xt.check_names(self.extra_tools, "extra_tools")
-    except ValueError as e:
-      raise ValueError(str(e)) from None
+      raise ValueError(f"toolset: {self.toolset!r} is not one of {sorted(tools.TOOLSETS)}")
+    xt.check_names(self.extra_tools, "extra_tools")
     if len(set(self.extra_tools)) != len(self.extra_tools):
       raise ValueError(f"extra_tools: duplicates in {list(self.extra_tools)}")
     offered = set(self.tool_names())
