@@ -9,7 +9,8 @@ Checkers (registered with tasks.checkers):
                                                      numbers with 1e-6 tolerance)
   image_size      {path, size: [w, h]}
   image_pixels    {path, points: [[x, y, [r, g, b]]], tol?: 8}   RGB of each point within tol
-  image_format    {path, format? , mode?}            PIL's format ("PNG", "JPEG") and mode ("L", "RGB")
+  image_format    {path, format?, mode?, size?}      PIL's format ("PNG", "JPEG"), mode ("L", "RGB") and
+                                                     size, in one check (a copy of the input fails it)
   archive_members {path, names, texts?: {name: text}}   exact member file names (zip or tar, any
                                                      compression); optional member contents
 Files are read from the sandbox; a file the library cannot open scores 0 (checkers.score).
@@ -131,7 +132,8 @@ def _image_pixels(ctx, spec) -> float:
 
 def _image_format(ctx, spec) -> float:
   im = _image(ctx, spec)
-  return float(im is not None and spec.get("format", im.format) == im.format and spec.get("mode", im.mode) == im.mode)
+  return float(im is not None and spec.get("format", im.format) == im.format and spec.get("mode", im.mode) == im.mode
+               and list(spec.get("size", im.size)) == list(im.size))
 
 
 def _archive_members(ctx, spec) -> float:
