@@ -29,6 +29,10 @@ from PIL import ImageChops
 
 from mage_jax.agent.sandbox import descendants, kill_tree, sandbox_env
 
+# After each GUI action on a real app the observation waits until the screen has been still for
+# SETTLE_QUIET s (at most SETTLE_MAX s): LibreOffice updates its toolbars and status bar after the
+# action returns, and a click on a button it has not enabled yet is lost.
+SETTLE_QUIET, SETTLE_MAX = 0.3, 3.0
 PROFILE_DIR = "/tmp/.mage_profiles"
 WM_CONFIG = "/tmp/.mage_wm/rc.xml"
 

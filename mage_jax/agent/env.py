@@ -120,6 +120,9 @@ class LocalEnv(Env):
     return Observation(text=None, screenshot=self.screenshot())
 
   def close(self) -> None:
+    if self.desktop is not None:
+      from mage_jax.agent import apps
+      apps.stop(self.desktop)  # real apps get SIGTERM first; the sandbox's close kills what is left
     for part in (self.shell, self.desktop, self.sandbox):
       if part is not None:
         part.close()
@@ -224,4 +227,7 @@ class LocalEnv(Env):
     if self.desktop is None:
       return Observation(text="Error: this task has no display; use the bash tool.")
     self.desktop.execute(arguments)
+    if getattr(self.desktop, "real_apps", None):  # a real app redraws late: observe it once settled
+      from mage_jax.agent import apps
+      apps.wait_still(self.desktop, time.monotonic() + apps.SETTLE_MAX, quiet=apps.SETTLE_QUIET)
     return Observation(text=None, screenshot=self.screenshot())

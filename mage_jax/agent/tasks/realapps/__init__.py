@@ -1,0 +1,1 @@
+"""Real-application tasks (LibreOffice Calc/Writer/Impress, GIMP, and tasks across two apps)."""

@@ -1,0 +1,225 @@
+"""Real-application tasks: LibreOffice Calc, Writer, Impress, GIMP, and two tasks across two apps.
+
+Each task opens its file in the real app at setup (preparer `office`, agent/apps.py) and has two
+references: a GUI-only one (`computer_use` only: the shortest path a person would take, keyboard
+shortcuts allowed) and a hybrid one that does the work from the terminal (openpyxl, python-docx,
+python-pptx, PIL, or GIMP's own batch mode), plus a near-miss. The checkers read the saved file.
+
+How the GUI references find coordinates: the desktop is 1280x800 (EnvConfig's default) and openbox
+maximizes every LibreOffice window without decorations, so LibreOffice's widgets sit at fixed
+pixels (read once off a screenshot: Calc's Name Box, the Merge and Center button, the Insert Chart
+button, Impress's slide thumbnails and title placeholder). GIMP opens its single window at a fixed
+place with the image at 100% centred on the canvas, so image pixel (x, y) is at a fixed screen
+point. Everything else goes through keyboard shortcuts and GIMP's action search ("/"). Tasks that
+click fixed pixels are only valid at 1280x800 (`SCREEN`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from mage_jax.actions import schema
+from mage_jax.agent.tasks.builtin.suite import DONE, bash, key, type_, wait
+from mage_jax.agent.tasks.package import TaskPackage, package_from_dict
+
+SCREEN = (1280, 800)
+
+
+def click_at(x: int, y: int, what: str) -> dict[str, Any]:
+  """A click at screen pixel (x, y) of the 1280x800 desktop."""
+  return {"name": "computer_use", "action": f"Click {what}",
+          "arguments": {"action": "left_click", "coordinate": [schema.from_pixel(x, SCREEN[0]),
+                                                               schema.from_pixel(y, SCREEN[1])]}}
+
+
+def office(app: str, path: str) -> dict[str, Any]:
+  return {"type": "office", "app": app, "path": path}
+
+
+def py(script: str, action: str) -> dict[str, Any]:
+  """A hybrid step: one Python program run from the terminal."""
+  return bash(f"cd ~ && python3 - <<'EOF'\n{script.strip()}\nEOF", action)
+
+
+SAVE = key("ctrl", "s")
+
+
+def task(id: str, instruction: str, setup: list, checker: dict, gui: list, hybrid: list | None,
+         near_miss: list, apps: list[str], skills: list[str]) -> dict[str, Any]:
+  refs = [{"channel": "gui", "calls": gui + [DONE]}]
+  if hybrid is not None:
+    refs.append({"channel": "hybrid", "calls": hybrid + [DONE]})
+  return {"id": id, "kind": "gui", "instruction": instruction, "setup": setup, "checker": checker,
+          "references": refs, "near_miss": near_miss + [DONE], "apps": apps,
+          "skills": ["real_app"] + skills, "channels": ["gui", "terminal"] if hybrid else ["gui"],
+          "max_steps": 50}
+
+
+# ---- Calc -----------------------------------------------------------------------------------------
+NAME_BOX, MERGE_CENTER, INSERT_CHART = (65, 89), (623, 60), (673, 32)
+
+
+def cells(ref: str) -> list[dict[str, Any]]:
+  """Select a cell or range by typing it into Calc's Name Box."""
+  return [click_at(*NAME_BOX, "the Name Box"), type_(ref + "\n")]
+
+
+BANNER_ROWS = [["Sales 2025"], ["Region", "Jan", "Feb", "Apr", "May"], ["North", 10, 12, 14, 9],
+               ["South", 8, 7, 11, 13], ["East", 15, 9, 6, 12], ["West", 5, 10, 8, 7]]
+SALES_ROWS = [["Item", "Amount"], ["Paper", 120], ["Ink", 45], ["Toner", 310], ["Pens", 18], ["Folders", 62]]
+
+
+def _calc() -> list[dict[str, Any]]:
+  banner_py = """
+import openpyxl
+from openpyxl.chart import BarChart, Reference
+wb = openpyxl.load_workbook("banner.xlsx"); ws = wb.active
+for rng, label in (("B1:C1", "Q1"), ("D1:E1", "Q2")):
+    ws.merge_cells(rng); ws[rng.split(":")[0]] = label
+chart = BarChart()
+chart.add_data(Reference(ws, min_col=2, max_col=5, min_row=2, max_row=6), titles_from_data=True)
+chart.set_categories(Reference(ws, min_col=1, min_row=3, max_row=6))
+ws.add_chart(chart, "G2")
+wb.save("banner.xlsx")"""
+  banner_check = {"type": "all", "checks": [
+      {"type": "xlsx_merged", "path": "banner.xlsx", "range": "B1:C1"},
+      {"type": "xlsx_merged", "path": "banner.xlsx", "range": "D1:E1"},
+      {"type": "xlsx_values", "path": "banner.xlsx", "cells": {"B1": "Q1", "D1": "Q2", "A3": "North", "E6": 7}},
+      {"type": "xlsx_chart", "path": "banner.xlsx"}]}
+  banner_gui = (cells("B1:C1") + [click_at(*MERGE_CENTER, "Merge and Center Cells"), type_("Q1\n")]
+                + cells("D1:E1") + [click_at(*MERGE_CENTER, "Merge and Center Cells"), type_("Q2\n")]
+                + cells("A2:E6") + [click_at(*INSERT_CHART, "Insert Chart"), key("Return"),
+                                    key("Escape"), key("Escape"), SAVE])
+  total_check = {"type": "xlsx_values", "path": "sales.xlsx", "cells": {"A7": "Total", "B7": 555, "B4": 310}}
+  bold_check = {"type": "all", "checks": [
+      {"type": "xlsx_style", "path": "sales.xlsx", "cells": {"A1": {"bold": True}, "B1": {"bold": True},
+                                                              "A2": {"bold": False}}},
+      {"type": "xlsx_values", "path": "sales.xlsx", "cells": {"A1": "Item", "B6": 62}}]}
+  return [
+      task("calc_banner_chart",
+           "In banner.xlsx (open in Calc), merge the two empty banner ranges above the month columns (B1:C1 "
+           "and D1:E1), label them Q1 and Q2, add a bar chart of the table, and save it as .xlsx.",
+           [{"type": "xlsx", "path": "banner.xlsx", "sheets": {"Sheet1": BANNER_ROWS}}, office("calc", "banner.xlsx")],
+           banner_check, banner_gui, [py(banner_py, "Merge, label and chart the sheet with openpyxl")],
+           [py(banner_py.replace("ws.add_chart(chart, \"G2\")", ""), "Merge and label with openpyxl, no chart")],
+           ["calc"], ["merge_cells", "chart"]),
+      task("calc_sum_total",
+           "In sales.xlsx (open in Calc), write Total in A7 and the sum of the amounts in B7, then save the file.",
+           [{"type": "xlsx", "path": "sales.xlsx", "sheets": {"Sales": SALES_ROWS}}, office("calc", "sales.xlsx")],
+           total_check, cells("A7") + [type_("Total\t=SUM(B2:B6)\n"), SAVE],
+           [py("""
+import openpyxl
+wb = openpyxl.load_workbook("sales.xlsx"); ws = wb.active
+ws["A7"] = "Total"; ws["B7"] = sum(ws.cell(r, 2).value for r in range(2, 7))
+wb.save("sales.xlsx")""", "Add the total with openpyxl")],
+           cells("A7") + [type_("Total\t=SUM(B2:B5)\n"), SAVE], ["calc"], ["formula"]),
+      task("calc_bold_header",
+           "Make the header row of sales.xlsx (open in Calc) bold and save the file.",
+           [{"type": "xlsx", "path": "sales.xlsx", "sheets": {"Sales": SALES_ROWS}}, office("calc", "sales.xlsx")],
+           bold_check, cells("A1:B1") + [key("ctrl", "b"), SAVE],
+           [py("""
+import openpyxl
+from openpyxl.styles import Font
+wb = openpyxl.load_workbook("sales.xlsx"); ws = wb.active
+for c in ws[1]: c.font = Font(bold=True)
+wb.save("sales.xlsx")""", "Bold the header row with openpyxl")],
+           cells("A1:B2") + [key("ctrl", "b"), SAVE], ["calc"], ["format"]),
+  ]
+
+
+# ---- Writer ---------------------------------------------------------------------------------------
+REPORT = ["Quarterly report", "Sales grew in every region.", "The north region led the growth.",
+          "Draft notes: remove before sending.", "Next review in March."]
+
+
+def _docx_py(body: str) -> str:
+  return "import docx\nd = docx.Document('report.docx')\nps = [p for p in d.paragraphs if p.text.strip()]\n" \
+         + body.strip() + "\nd.save('report.docx')"
+
+
+def _writer() -> list[dict[str, Any]]:
+  setup = [{"type": "docx", "path": "report.docx", "paragraphs": REPORT}, office("writer", "report.docx")]
+  same = {"type": "docx_paragraphs", "path": "report.docx", "paragraphs": REPORT}
+  return [
+      task("writer_heading",
+           "In report.docx (open in Writer), make the first paragraph a Heading 1 and save the file in Word format.",
+           setup, {"type": "all", "checks": [same, {"type": "docx_style", "path": "report.docx",
+                                                     "text": REPORT[0], "style": "Heading 1"}]},
+           [key("ctrl", "Home"), key("ctrl", "1"), SAVE],
+           [py(_docx_py("ps[0].style = d.styles['Heading 1']"), "Set the style with python-docx")],
+           [key("ctrl", "Home"), key("ctrl", "2"), SAVE], ["writer"], ["paragraph_style"]),
+      task("writer_bold_paragraph",
+           "In report.docx (open in Writer), make the paragraph about the north region bold and save the file "
+           "in Word format.",
+           setup, {"type": "all", "checks": [same, {"type": "docx_style", "path": "report.docx",
+                                                     "text": REPORT[2], "bold": True}]},
+           [key("ctrl", "Home"), key("Down"), key("Down"), key("shift", "End"), key("ctrl", "b"), SAVE],
+           [py(_docx_py("for r in ps[2].runs: r.bold = True"), "Bold the paragraph with python-docx")],
+           [key("ctrl", "Home"), key("Down"), key("shift", "End"), key("ctrl", "b"), SAVE],
+           ["writer"], ["character_format"]),
+      task("writer_delete_paragraph",
+           "In report.docx (open in Writer), delete the draft notes paragraph and save the file in Word format.",
+           setup, {"type": "docx_paragraphs", "path": "report.docx", "paragraphs": REPORT[:3] + REPORT[4:]},
+           [key("ctrl", "Home"), key("Down"), key("Down"), key("Down"), key("shift", "Down"), key("Delete"),
+            SAVE],
+           [py(_docx_py("e = ps[3]._element; e.getparent().remove(e)"), "Remove the paragraph with python-docx")],
+           [key("ctrl", "Home"), key("Down"), key("Down"), key("Down"), key("shift", "End"), key("Delete"),
+            SAVE], ["writer"], ["edit_text"]),
+  ]
+
+
+# ---- Impress --------------------------------------------------------------------------------------
+DECK = [{"title": "Roadmap", "body": "Plans for next year"}, {"title": "Draft slide", "body": "Not for sharing"},
+        {"title": "Budget", "body": "Costs and savings"}]
+THUMB = [(110, 150), (110, 260), (110, 370)]   # the slide pane's thumbnails 1-3
+TITLE = (700, 180)                               # the current slide's title placeholder
+
+
+def _pptx_py(body: str, path: str = "deck.pptx") -> str:
+  return f"from pptx import Presentation\np = Presentation('{path}')\n" + body.strip() + f"\np.save('{path}')"
+
+
+def _impress() -> list[dict[str, Any]]:
+  setup = [{"type": "pptx", "path": "deck.pptx", "slides": DECK}, office("impress", "deck.pptx")]
+  titles = [s["title"] for s in DECK]
+
+  def check(t):
+    return {"type": "pptx_titles", "path": "deck.pptx", "titles": t}
+  retitle = [click_at(*TITLE, "the slide title"), key("ctrl", "a"), type_("Product roadmap"), key("Escape"),
+             key("Escape"), SAVE]
+  return [
+      task("impress_retitle",
+           "In deck.pptx (open in Impress), change the first slide's title from Roadmap to Product roadmap and "
+           "save the file in PowerPoint format.",
+           setup, check(["Product roadmap"] + titles[1:]), retitle,
+           [py(_pptx_py("p.slides[0].shapes.title.text = 'Product roadmap'"), "Retitle with python-pptx")],
+           [click_at(*TITLE, "the slide title"), key("End"), type_(" 2026"), key("Escape"), key("Escape"),
+            SAVE], ["impress"], ["edit_text"]),
+      task("impress_delete_slide",
+           "In deck.pptx (open in Impress), delete the draft slide and save the file in PowerPoint format.",
+           setup, check([titles[0], titles[2]]),
+           [click_at(*THUMB[1], "the second slide's thumbnail"), key("Delete"), SAVE],
+           [py(_pptx_py("ids = p.slides._sldIdLst\nsid = ids[1]\np.part.drop_rel(sid.rId)\nids.remove(sid)"),
+               "Drop the second slide with python-pptx")],
+           [click_at(*THUMB[2], "the third slide's thumbnail"), key("Delete"), SAVE],
+           ["impress"], ["slides"]),
+      task("impress_add_slide",
+           "In deck.pptx (open in Impress), add a slide titled Questions after the last slide and save the file "
+           "in PowerPoint format.",
+           setup, check(titles + ["Questions"]),
+           [click_at(*THUMB[2], "the last slide's thumbnail"), key("ctrl", "m"), wait(1),
+            click_at(*TITLE, "the new slide's title placeholder"), type_("Questions"), key("Escape"),
+            key("Escape"), SAVE],
+           [py(_pptx_py("s = p.slides.add_slide(p.slide_layouts[1])\ns.shapes.title.text = 'Questions'"),
+               "Add the slide with python-pptx")],
+           [click_at(*THUMB[2], "the last slide's thumbnail"), key("ctrl", "m"), wait(1),
+            click_at(*TITLE, "the new slide's title placeholder"), type_("Question"), key("Escape"),
+            key("Escape"), SAVE], ["impress"], ["slides"]),
+  ]
+
+
+def realapp_task_dicts() -> list[dict[str, Any]]:
+  return _calc() + _writer() + _impress()
+
+
+def realapp_packages() -> list[TaskPackage]:
+  return [package_from_dict(d, source=f"realapps:{d['id']}") for d in realapp_task_dicts()]
