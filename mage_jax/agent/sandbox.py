@@ -232,6 +232,7 @@ class Sandbox:
     self._outer_userns: int | None = None
     self._root_fd: int | None = None
     self._services: list[subprocess.Popen] = []
+    self.on_close: list[Callable[[], None]] = []  # run after everything inside is dead (web replicas, cgroups)
     self.cgroup: cgroup_lib.SandboxCgroup | None = None
     self.cgroup_reason = ""
     self._bin = {n: _binary(n) for n in ("nsenter", "setpriv", "prlimit", "env", "sh", "mount")}
@@ -420,6 +421,11 @@ class Sandbox:
     if self.cgroup is not None and not self.cgroup.close():
       log.warning("sandbox cgroup %s could not be removed (a process stuck in the kernel?)",
                   self.cgroup.dirs)
+    for fn in self.on_close:
+      try:
+        fn()
+      except Exception:  # one failed cleanup must not skip the others
+        log.exception("sandbox on_close hook %r failed", fn)
 
   def __enter__(self) -> "Sandbox":
     return self
@@ -462,18 +468,22 @@ class Sandbox:
     """The argv prefix that puts a process into the cgroup, unless its forking thread is there."""
     return self.cgroup.join_argv() if self.cgroup is not None and not self._spawner_in_cgroup else []
 
-  def _launcher(self) -> list[str]:
+  def _launcher(self, memory_cgroup: cgroup_lib.SandboxCgroup | None = None) -> list[str]:
     """The argv prefix that puts a process into the cgroup and sets the rlimits, then execs the
     rest. Not a preexec_fn: that is unsafe in a threaded process (slots, HTTP handlers) and
     forces a slow fork (and a warning per spawn once JAX is loaded); with a plain argv,
-    subprocess can use vfork/posix_spawn."""
+    subprocess can use vfork/posix_spawn. With `memory_cgroup` the process joins that cgroup
+    instead and gets no RLIMIT_AS: the cgroup bounds its real memory (see `spawn`)."""
     c = self.config
-    return self._join() + [self._bin["prlimit"], f"--as={c.memory_mb << 20}", f"--nproc={c.nproc}",
+    join = memory_cgroup.join_argv() if memory_cgroup is not None else self._join()
+    address_space = [] if memory_cgroup is not None else [f"--as={c.memory_mb << 20}"]
+    return join + [self._bin["prlimit"], *address_space, f"--nproc={c.nproc}",
                            f"--cpu={c.cpu_seconds}", f"--fsize={c.file_mb << 20}", f"--nofile={c.nofile}",
                            "--core=0", "--"]
 
   def _popen(self, entry: Callable[[int], list[str]], argv: Sequence[str], env: dict[str, str] | None,
-             cwd: str, popen: dict[str, Any]) -> subprocess.Popen:
+             cwd: str, popen: dict[str, Any],
+             memory_cgroup: cgroup_lib.SandboxCgroup | None = None) -> subprocess.Popen:
     if not self.alive():
       raise RuntimeError("sandbox is closed" if self._closed else
                          f"sandbox is gone (bubblewrap exited with {self._bwrap.returncode})")
@@ -489,7 +499,7 @@ class Sandbox:
     try:
       popen["pass_fds"] = (*popen.get("pass_fds", ()), *self._held_fds(),
                            *([wd_fd] if wd_fd is not None else []))
-      argv = self._launcher() + entry(self._root_fd if wd_fd is None else wd_fd) + inner + list(argv)
+      argv = self._launcher(memory_cgroup) + entry(self._root_fd if wd_fd is None else wd_fd) + inner + list(argv)
       return self._spawner.submit(subprocess.Popen, argv, start_new_session=True, env=HARNESS_ENV,
                                   **popen).result()
     finally:
@@ -497,9 +507,12 @@ class Sandbox:
         os.close(wd_fd)
 
   def spawn(self, argv: Sequence[str], *, env: dict[str, str] | None = None, cwd: str = HOME,
-            **popen: Any) -> subprocess.Popen:
-    """Starts `argv` inside the sandbox as the sandbox user (own session, rlimits, cgroup)."""
-    return self._popen(self._workload_entry, argv, env, cwd, popen)
+            memory_cgroup: cgroup_lib.SandboxCgroup | None = None, **popen: Any) -> subprocess.Popen:
+    """Starts `argv` inside the sandbox as the sandbox user (own session, rlimits, cgroup).
+    `memory_cgroup` (a browser's, see mage_jax/agent/web/browser.py): the process runs in that
+    cgroup with no RLIMIT_AS, since Chromium reserves more address space than any sane
+    RLIMIT_AS (it crashes under 4-16 GB) while using far less memory."""
+    return self._popen(self._workload_entry, argv, env, cwd, popen, memory_cgroup)
 
   def spawn_service(self, argv: Sequence[str], *, env: dict[str, str] | None = None,
                     **popen: Any) -> subprocess.Popen:
