@@ -16,6 +16,8 @@ from __future__ import annotations
 import ml_collections
 
 from configs import eval as eval_config
+from configs import harness as harness_config
+from mage_jax.data import prompts
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -36,7 +38,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       generations=2 if tiny else 4,
       max_children=8,
       # the rule-based proposer's space: tools it may add, libraries {name: host tree}, prompts, caps
-      extra_tools=["xdotool", "ax_tree"], libraries={}, system_prompts=[], max_output=[4000]))
+      extra_tools=["xdotool", "ax_tree"], libraries={},
+      system_prompts=[prompts.SYSTEM_PROMPTS[0] + harness_config.LIB_NOTE], max_output=[4000]))
   c.author = ml_collections.ConfigDict(dict(     # the LLM authoring node (forge/llm.py); "" = off
       base_url="", model="author", max_tokens=512, temperature=0.0))
   # launch.collect

@@ -16,7 +16,7 @@ import ml_collections
 
 from mage_jax.data import prompts
 
-_LIB_NOTE = (" The shell has Python with python-pptx, openpyxl, pandas, pypdf and pillow: prefer a short "
+LIB_NOTE = (" The shell has Python with python-pptx, openpyxl, pandas, pypdf and pillow: prefer a short "
              "script over many GUI steps when a file can be edited directly.")
 
 
@@ -38,7 +38,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.libraries = {}                     # terminal env: {name: host site-packages tree}, bound read-only
   c.cli_tools = {}                     #   {name: host directory of executables}
   if arg in ("beta1", "beta2"):
-    c.system_prompt = prompts.SYSTEM_PROMPTS[0] + _LIB_NOTE
+    c.system_prompt = prompts.SYSTEM_PROMPTS[0] + LIB_NOTE
   if arg == "beta2":
     c.extra_tools = ["ax_tree"]
   if arg in ("redundant", "tiny"):

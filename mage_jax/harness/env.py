@@ -1,8 +1,10 @@
 """A variant's terminal environment E: its library and CLI trees bound read-only into the sandbox.
 
-`libraries` {name: host site-packages tree} are bound at /opt/harness/lib/<name> and put on
-PYTHONPATH; `cli_tools` {name: host directory of executables} at /opt/harness/bin/<name>, put
-first on PATH. The shell runs with --norc, so the exports are sent once per shell process
+`libraries` {name: host site-packages tree} are bound at /opt/harness_lib_<name> and put on
+PYTHONPATH; `cli_tools` {name: host directory of executables} at /opt/harness_bin_<name>, put
+first on PATH. (Direct children of /opt: a deeper mount point's parents would be made 0700 by
+bwrap, unreadable to the sandbox user.) A tree must be world-readable (o+rx): the sandbox user
+is not its owner. The shell runs with --norc, so the exports are sent once per shell process
 (again after the shell restarts, e.g. when a command killed it). The interpreter's own
 site-packages stay as sandbox.py binds them: a variant adds to the terminal, it never removes.
 """
@@ -16,7 +18,7 @@ from mage_jax.agent.env import EnvConfig, LocalEnv
 from mage_jax.agent.sandbox import sandbox_env
 from mage_jax.harness.variant import HarnessVariant, VariantError
 
-LIB_ROOT, BIN_ROOT = "/opt/harness/lib", "/opt/harness/bin"
+LIB_ROOT, BIN_ROOT = "/opt/harness_lib_", "/opt/harness_bin_"
 
 
 def binds(variant: HarnessVariant) -> tuple[tuple[str, str], ...]:
@@ -27,14 +29,17 @@ def binds(variant: HarnessVariant) -> tuple[tuple[str, str], ...]:
         raise VariantError(f"harness.{field}.{name}: host directory {host!r} does not exist")
       if not name.replace("-", "_").replace(".", "_").isidentifier():
         raise VariantError(f"harness.{field}: name {name!r} must be a plain word (it names a mount point)")
-      out.append((os.path.realpath(host), f"{root}/{name}"))
+      if os.stat(host).st_mode & 0o005 != 0o005:
+        raise VariantError(f"harness.{field}.{name}: {host!r} is not world-readable (chmod o+rx); "
+                           "the sandbox user could not read it")
+      out.append((os.path.realpath(host), f"{root}{name}"))
   return tuple(out)
 
 
 def shell_setup(variant: HarnessVariant) -> str | None:
   """The exports that put the variant's trees on the search paths (None without any)."""
-  libs = [f"{LIB_ROOT}/{n}" for n, _ in variant.libraries]
-  bins = [f"{BIN_ROOT}/{n}" for n, _ in variant.cli_tools]
+  libs = [f"{LIB_ROOT}{n}" for n, _ in variant.libraries]
+  bins = [f"{BIN_ROOT}{n}" for n, _ in variant.cli_tools]
   if not libs and not bins:
     return None
   parts = []
