@@ -306,8 +306,15 @@ def collect_teacher_data(out_dir: str, seed: int = 0, per_template: int | None =
     tr.write_episodes(os.path.join(out_dir, f"{kind}.jsonl"), [r.episode for r in kept if r.kind == kind])
   report = {"seed": seed, "train_instances": len(tasks), "episodes": len(kept),
             "per_template": dict(collections.Counter(template_of(r.task_id) for r in kept)),
-            "failed": {r.task_id: f"{r.status} score={r.score:.2f} {(r.error or '').splitlines()[0][:200] if r.error else ''}".strip()
-                       for r in results if not r.success}}
+            "failed": {r.task_id: _failure(r) for r in results if not r.success}}
   with open(os.path.join(out_dir, "teacher.json"), "w") as f:
     json.dump(report, f, indent=1)
+  print(f"teacher: {len(kept)}/{len(tasks)} train episodes kept {report['per_template']}"
+        + (f"; {len(report['failed'])} failed (see teacher.json)" if report["failed"] else ""), flush=True)
   return path
+
+
+def _failure(r) -> str:
+  """One line on why a teacher episode is not kept (status, score, the error's first line)."""
+  first = (r.error or "").splitlines()[0][:200] if r.error else ""
+  return f"{r.status} score={r.score:.2f} {first}".strip()
