@@ -51,7 +51,8 @@ OUTPUT_TYPES = ("terminal_answer", "python")   # checkers that read the shell's 
 # Checker types defined outside this file (documents, databases, real apps, web replicas): each
 # module listed here calls `register` when imported. Add a module with one line.
 EXTENSION_MODULES: tuple[str, ...] = ("mage_jax.agent.tasks.doc_types", "mage_jax.agent.tasks.data_types",
-                                     "mage_jax.agent.tasks.office_types", "mage_jax.agent.web.task_types")
+                                     "mage_jax.agent.tasks.office_types", "mage_jax.agent.web.task_types",
+                                     "mage_jax.agent.osworld.task_types")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,202 @@
+"""Task-package types for imported OSWorld tasks (see importer.py; registered like web/task_types.py).
+
+Preparers:
+  osworld_file    {path, src}        a file from the package directory (a cached OSWorld download)
+  osworld_launch  {argv}             a program started in the background on the episode's desktop
+  osworld_open    {path}             the file in its real app (LibreOffice by extension, GIMP; agent/apps.py)
+Checker (`osworld_output` when a metric reads the terminal output, so the output exploits run):
+  osworld {metrics: [{func, result, expected, options}], conj: "and" | "or", postconfig: [...]}
+    OSWorld's evaluator, re-implemented over our sandbox. Result getters: vm_command_line (the
+    command runs in the sandbox as the sandbox user, as OSWorld runs it in the VM as `user`),
+    vm_terminal_output (the last bash call's output), vm_file, list_directory, and the Chrome
+    preference getters (enable_do_not_track, enable_enhanced_safety_browsing, default_search_engine,
+    profile_name; Chromium's profile in ~/.config/chromium stands in for google-chrome's).
+    Metrics: METRICS below. postconfig: sleep and execute/command/launch steps run first.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import shlex
+import subprocess
+import time
+from typing import Any, Callable
+
+from mage_jax.agent.sandbox import sandbox_env
+from mage_jax.agent.tasks import checkers, preparers
+
+CHROME_PREFS = "/home/user/.config/chromium/Default/Preferences"
+
+
+# ---- result getters ------------------------------------------------------------------------------
+def _run(ctx, command: Any, shell: bool) -> str:
+  argv = ["/bin/sh", "-c", command] if shell or isinstance(command, str) else [str(c) for c in command]
+  if not shell and isinstance(command, list) and "|" in command:   # OSWorld joins such lists into a shell line
+    argv = ["/bin/sh", "-c", " ".join(command)]
+  p = ctx.sandbox.spawn(argv, env=sandbox_env(":0"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT)
+  try:
+    out, _ = p.communicate(timeout=30)
+  except subprocess.TimeoutExpired:
+    p.kill()
+    out, _ = p.communicate()
+  return out.decode(errors="replace")
+
+
+def _prefs(ctx) -> dict:
+  data = ctx.read_file(CHROME_PREFS)
+  return json.loads(data) if data else {}
+
+
+CHROME_GETTERS: dict[str, Callable[[dict], Any]] = {
+    "enable_do_not_track": lambda p: "true" if p.get("enable_do_not_track") else "false",
+    "enable_enhanced_safety_browsing": lambda p: "true" if p.get("safebrowsing", {}).get("enhanced") else "false",
+    "default_search_engine": lambda p: p.get("default_search_provider_data", {}).get("template_url_data", {})
+                                        .get("short_name", "Google"),
+    "profile_name": lambda p: p.get("profile", {}).get("name"),
+}
+GETTERS = ("vm_command_line", "vm_terminal_output", "vm_file", "list_directory", "rule") + tuple(CHROME_GETTERS)
+
+
+def get(ctx, spec: dict | None) -> Any:
+  if spec is None:
+    return None
+  t = spec["type"]
+  if t == "rule":
+    return spec["rules"]
+  if t == "vm_command_line":
+    return _run(ctx, spec["command"], str(spec.get("shell", False)).lower() == "true")
+  if t == "vm_terminal_output":
+    return ctx.terminal_outputs[-1] if ctx.terminal_outputs else None
+  if t == "vm_file":
+    data = ctx.read_file(spec["path"])
+    return None if data is None else data
+  if t == "list_directory":
+    return ctx.list_dir(spec["path"])
+  if t in CHROME_GETTERS:
+    return CHROME_GETTERS[t](_prefs(ctx))
+  raise ValueError(f"unsupported OSWorld result type {t!r}")
+
+
+# ---- metrics (OSWorld semantics; files arrive as bytes, None when absent) --------------------------
+def _text(b: bytes | None) -> str | None:
+  return None if b is None else b.decode("utf-8", errors="replace")
+
+
+def _xlsx_values(b: bytes) -> list[list[list[Any]]]:
+  import openpyxl
+  wb = openpyxl.load_workbook(io.BytesIO(b), data_only=True)
+  return [[list(r) for r in ws.iter_rows(values_only=True)] for ws in wb.worksheets]
+
+
+def _docx(b: bytes):
+  import docx
+  return docx.Document(io.BytesIO(b))
+
+
+METRICS: dict[str, Callable[..., float]] = {
+    "exact_match": lambda r, rules, **o: float(r == rules["expected"]),
+    "check_include_exclude": lambda r, rules, **o: float(r is not None and all(s in r for s in rules.get("include", []))
+                                                         and not any(s in r for s in rules.get("exclude", []))),
+    "is_in_list": lambda r, rules, **o: float(r is not None and rules["expected"] in r),
+    "literal_match": lambda r, e, **o: float(str(r).lower() == str(e).lower() if o.get("ignore_case") else str(r) == str(e)),
+    "check_list": lambda r, rules, **o: float(r is not None and all(
+        any(re.search(p, l) for l in _text(r).splitlines()) for p in rules.get("expect", [])) and not any(
+        re.search(p, l) for p in rules.get("unexpect", []) for l in _text(r).splitlines())),
+    "file_contains": lambda r, rules, **o: float(r is not None and all(s in _text(r) for s in rules["expected"])),
+    "check_line_number": lambda r, rules, **o: float(r is not None and sum(
+        bool(re.search(r"([01]\d|2[0-3]):[0-5]\d:[0-5]\d", l)) for l in _text(r).splitlines()) == int(rules["expected"])),
+    "compare_text_file": lambda r, e, **o: float(r is not None and e is not None and (
+        _text(r).strip() == _text(e).strip() if o.get("ignore_blanks") else _text(r) == _text(e))),
+    "compare_csv": lambda r, e, **o: float(r is not None and e is not None and
+                                           list(csv.reader(io.StringIO(_text(r)))) == list(csv.reader(io.StringIO(_text(e))))),
+    "compare_table": lambda r, e, **o: float(r is not None and e is not None and _xlsx_values(r) == _xlsx_values(e)),
+    "check_json_settings": lambda r, rules, **o: float(r is not None and all(
+        json.loads(_text(r)).get(k) == v for k, v in rules["expected"].items())),
+    "compare_font_names": lambda r, rules, **o: float(r is not None and all(
+        run.font.name == rules["font_name"] for p in _docx(r).paragraphs for run in p.runs if run.text.strip())),
+    "is_first_line_centered": lambda r, e=None, **o: float(r is not None and bool(_docx(r).paragraphs) and
+                                                            _docx(r).paragraphs[0].alignment == 1),
+    "check_moved_jpgs": lambda r, rules, **o: float(r is not None and sorted(r) == sorted(rules["expected"])),
+}
+# metrics whose result is a file: their checks count as reading files; the rest read command output
+NEEDS_FILE = {"file_contains", "check_line_number", "compare_text_file", "compare_csv", "compare_table",
+              "check_json_settings", "compare_font_names", "is_first_line_centered", "check_list"}
+
+
+def _postconfig(ctx, steps: list[dict]) -> None:
+  for step in steps:
+    p = step.get("parameters", {})
+    if step["type"] == "sleep":
+      time.sleep(min(float(p["seconds"]), 10.0))
+    elif step["type"] in ("execute", "command", "launch"):
+      _run(ctx, p["command"], str(p.get("shell", False)).lower() == "true")
+
+
+def score(ctx, spec: dict) -> float:
+  if getattr(ctx, "sandbox", None) is None:
+    return 0.0
+  _postconfig(ctx, spec.get("postconfig", []))
+  scores = []
+  for m in spec["metrics"]:
+    result, expected = get(ctx, m["result"]), get(ctx, m.get("expected"))
+    scores.append(METRICS[m["func"]](result, expected, **(m.get("options") or {})))
+  return float(all(s == 1.0 for s in scores) if spec.get("conj", "and") == "and" else any(s == 1.0 for s in scores))
+
+
+def validate(spec: dict, where: str) -> None:
+  if not isinstance(spec.get("metrics"), list) or not spec["metrics"]:
+    raise ValueError(f"{where}: osworld checker needs a non-empty 'metrics' list")
+  for i, m in enumerate(spec["metrics"]):
+    if m.get("func") not in METRICS:
+      raise ValueError(f"{where}.metrics[{i}]: unsupported OSWorld metric {m.get('func')!r}")
+    for key in ("result", "expected"):
+      if m.get(key) is not None and m[key].get("type") not in GETTERS:
+        raise ValueError(f"{where}.metrics[{i}].{key}: unsupported OSWorld getter {m[key].get('type')!r}")
+
+
+# ---- preparers ---------------------------------------------------------------------------------
+def _run_file(target, spec, root):
+  with open(os.path.join(root or ".", spec["src"]), "rb") as f:
+    target.write_file(spec["path"], f.read())
+
+
+def _run_launch(target, spec, root):
+  if getattr(target, "desktop", None) is None:
+    raise preparers.SetupError(f"launching {spec['argv'][0]} needs a desktop; the task kind is 'terminal'")
+  target.desktop.launch([str(a) for a in spec["argv"]])
+
+
+def _need(*keys):
+  def check(spec, where):
+    for k in keys:
+      if k not in spec:
+        raise ValueError(f"{where}: needs {k!r}")
+  return check
+
+
+preparers.register("osworld_file", preparers.Extension(_run_file, _need("path", "src")))
+preparers.register("osworld_launch", preparers.Extension(_run_launch, _need("argv")))
+# two names for one checker, so the blind-exploit gate knows what it reads: `osworld_output` when a
+# metric reads the terminal's output (the output exploits apply), `osworld` otherwise (state only)
+checkers.register("osworld", checkers.Extension(score, validate, content_errors=("docx",)))
+checkers.register("osworld_output", checkers.Extension(score, validate, reads_output=True))
+
+
+OFFICE_APPS = {".xlsx": "calc", ".xls": "calc", ".csv": "calc", ".ods": "calc", ".docx": "writer", ".doc": "writer",
+               ".odt": "writer", ".pptx": "impress", ".ppt": "impress", ".odp": "impress", ".xcf": "gimp",
+               ".png": "gimp", ".jpg": "gimp"}
+
+
+def _run_open(target, spec, root):
+  from mage_jax.agent import apps  # the real apps (LibreOffice, GIMP) and their window waits
+  app = OFFICE_APPS.get(os.path.splitext(spec["path"])[1].lower())
+  if app is None or getattr(target, "desktop", None) is None:
+    raise preparers.SetupError(f"no app opens {spec['path']!r} here")
+  apps.launch(target.desktop, app, spec["path"])
+
+
+preparers.register("osworld_open", preparers.Extension(_run_open, _need("path")))

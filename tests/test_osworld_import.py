@@ -1,0 +1,125 @@
+"""OSWorld task import (mage_jax/agent/osworld): real OSWorld task files (tests/fixtures/osworld, Apache-2.0)
+import or are refused with reasons, and the imported ones pass the gates through launch.eval."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from _agent_helpers import needs_sandbox
+from mage_jax.agent.osworld import importer, task_types
+
+FIX = os.path.join(os.path.dirname(__file__), "fixtures", "osworld")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OS_IDS = ["7688b85f-87a4-4e4a-b2f8-f3d6c3f29b82", "e0df059f-28a6-4169-924f-b9623e7184cc",
+          "cc9d4f34-1ca0-4a1b-8ff2-09302696acb9"]
+CHROME_IDS = ["030eeff7-b492-4218-b312-701ec99ee0cc", "bb5e4c0d-f964-439c-97b6-bdb9747de3f4"]
+
+
+def _refs():
+  with open(os.path.join(FIX, "references.json")) as f:
+    return json.load(f)
+
+
+def test_every_fixture_is_imported_or_refused_with_its_reasons(tmp_path):
+  src = tmp_path / "src"
+  src.mkdir()
+  for app in os.listdir(os.path.join(FIX, "tasks")):
+    for name in os.listdir(os.path.join(FIX, "tasks", app)):
+      (src / name).write_bytes(open(os.path.join(FIX, "tasks", app, name), "rb").read())
+  (src / "broken.json").write_text('{"id": "x",\n "instruction": }')
+  task = json.loads((src / f"{OS_IDS[0]}.json").read_text())
+  task.update(id="custom-metric", evaluator={"func": "compare_pptx_files", "result": {"type": "vm_file", "path": "/a"},
+                                             "expected": {"type": "rule", "rules": {}}})
+  task["config"].append({"type": "googledrive", "parameters": {}})
+  (src / "custom.json").write_text(json.dumps(task))
+  out = tmp_path / "out"
+  report = importer.import_dir(str(src), str(out), references=_refs())
+  assert sorted(r["id"] for r in report["imported"]) == sorted(OS_IDS + CHROME_IDS + ["9656a811-9b5b-4ddf-99c7-5117bcef0626"])
+  refused = {r["id"]: r["reasons"] for r in report["refused"]}
+  assert set(refused) == {"01b269ae-2111-4a07-81fd-3fcd711993b0", "5ced85fc-fa1a-4217-95fd-0fb530545ce2",
+                          "4783cc41-c03c-4e1b-89b4-50658f642bd5", "custom-metric", "?"}
+  assert any("network download not in the local file cache" in r for r in refused["01b269ae-2111-4a07-81fd-3fcd711993b0"])
+  assert any("cloud_file" in r for r in refused["01b269ae-2111-4a07-81fd-3fcd711993b0"])
+  assert any("eval" in r and "download" in r for r in refused["5ced85fc-fa1a-4217-95fd-0fb530545ce2"])
+  assert any("infeasible" in r for r in refused["4783cc41-c03c-4e1b-89b4-50658f642bd5"])
+  assert any("compare_pptx_files" in r for r in refused["custom-metric"])
+  assert any("Google Drive" in r for r in refused["custom-metric"])
+  assert any("broken.json:2: invalid JSON" in r for r in refused["?"])
+  assert json.loads(open(importer.report_path(str(out))).read()) == report
+  pkg = json.loads((out / f"osworld_{OS_IDS[0]}" / "task.json").read_text())
+  scripts = [s["script"] for s in pkg["setup"]]
+  assert not any("sudo" in s or "pyautogui" in s for s in scripts)   # dropped, and said so:
+  notes = next(r["notes"] for r in report["imported"] if r["id"] == OS_IDS[0])
+  assert any("sudo" in n for n in notes) and any("pyautogui" in n for n in notes)
+  assert pkg["kind"] == "terminal" and pkg["checker"]["type"] == "osworld"
+  chrome = json.loads((out / f"osworld_{CHROME_IDS[0]}" / "task.json").read_text())
+  assert chrome["kind"] == "hybrid" and [s["type"] for s in chrome["setup"]] == ["script", "browser"]
+
+
+def test_download_step_reads_the_local_cache(tmp_path):
+  cache = tmp_path / "cache"
+  cache.mkdir()
+  (cache / "Student_Level_Fill_Blank.xlsx").write_bytes(b"stand-in")
+  task = json.load(open(os.path.join(FIX, "tasks", "libreoffice_calc", "01b269ae-2111-4a07-81fd-3fcd711993b0.json")))
+  res = importer.convert(task, "t.json", str(cache))
+  assert not any("local file cache" in r for r in res.reasons)   # the input came from the cache ...
+  assert any("cloud_file" in r for r in res.reasons)             # ... the expected file still needs the network
+
+
+@pytest.mark.parametrize("func,result,expected,want", [
+    ("exact_match", "File exists.\n", {"expected": "File exists.\n"}, 1.0),
+    ("exact_match", "File exists.", {"expected": "File exists.\n"}, 0.0),
+    ("check_include_exclude", "a b c", {"include": ["a", "c"], "exclude": ["d"]}, 1.0),
+    ("check_include_exclude", "a b d", {"include": ["a"], "exclude": ["d"]}, 0.0),
+    ("check_include_exclude", None, {"include": []}, 0.0),
+    ("file_contains", b"CPU %user %idle", {"expected": ["CPU", "%idle"]}, 1.0),
+    ("file_contains", b"CPU", {"expected": ["CPU", "%idle"]}, 0.0),
+    ("check_line_number", b"12:00:01 a\n12:00:02 b\nx\n", {"expected": "2"}, 1.0),
+    ("check_list", b"foo\nbar\n", {"expect": ["^fo+$"], "unexpect": ["baz"]}, 1.0),
+    ("check_list", b"foo\nbaz\n", {"expect": ["^fo+$"], "unexpect": ["baz"]}, 0.0),
+    ("compare_text_file", b"x\n", b"x\n", 1.0),
+    ("compare_text_file", b"x\n", b"y\n", 0.0),
+    ("compare_csv", b"a,b\n1,2\n", b"a,b\r\n1,2\r\n", 1.0),
+    ("check_json_settings", b'{"editor.wordWrapColumn": 50}', {"expected": {"editor.wordWrapColumn": 50}}, 1.0),
+])
+def test_metrics_match_osworld_semantics(func, result, expected, want):
+  assert task_types.METRICS[func](result, expected) == want
+
+
+def test_compare_table_reads_cell_values(tmp_path):
+  import io
+  import openpyxl
+  def book(v):
+    wb = openpyxl.Workbook()
+    wb.active.append(["Name", "Level"])
+    wb.active.append(["Ann", v])
+    buf = io.BytesIO()
+    wb.save(buf)
+    return buf.getvalue()
+  assert task_types.METRICS["compare_table"](book("A"), book("A")) == 1.0
+  assert task_types.METRICS["compare_table"](book("A"), book("B")) == 0.0
+
+
+@needs_sandbox
+def test_five_fixtures_across_two_apps_pass_the_gates_through_launch_eval(tmp_path):
+  ids = OS_IDS + (CHROME_IDS if os.path.exists("/usr/lib/chromium/chromium") else [])
+  if len(ids) < 5:
+    pytest.skip("chromium is not installed: only the os fixtures can run")
+  out = tmp_path / "suite"
+  subprocess.run([sys.executable, "-m", "launch.import_tasks", "--format=osworld", f"--src={FIX}/tasks",
+                  f"--out={out}", f"--references={FIX}/references.json"], cwd=ROOT, check=True, capture_output=True)
+  work = tmp_path / "eval"
+  p = subprocess.run([sys.executable, "-m", "launch.eval", "--config=configs/eval.py:scripted", f"--workdir={work}",
+                      f"--config.suite={out}", "--config.check_gates=True", "--config.report=False",
+                      "--config.slots=2", "--config.tasks=" + ",".join(f"osworld_{i}" for i in ids)],
+                     cwd=ROOT, capture_output=True, text=True, timeout=900)
+  print(p.stdout[-4000:], p.stderr[-2000:])
+  assert p.returncode == 0
+  assert sum(line.split(":")[1].strip().startswith("passed") for line in p.stdout.splitlines()
+             if line.startswith("osworld_") and ": " in line and ("passed" in line or "REJECTED" in line)) == len(ids)
+  assert "REJECTED" not in p.stdout
+  episodes = json.load(open(work / "results.json"))["episodes"]   # the scripted reference, run as a policy
+  assert sorted(e["task_id"] for e in episodes) == sorted(f"osworld_{i}" for i in ids)
+  assert all(e["score"] == 1.0 for e in episodes), episodes
