@@ -4,13 +4,13 @@
   taxonomy_from_registry()   the taxonomy document the registry defines (what taxonomy.json holds)
   package_dict(skill, params, task_id)  a full task-package dict (docs/tasks.md) for one param set
 
-`python -m mage_jax.forge.skills` rewrites taxonomy.json from the registry (bump `VERSION` when a
-skill is added, removed or renamed); tests/test_forge_skills.py asserts the two match exactly.
+`python -m mage_jax.forge.skillcheck --write_taxonomy` rewrites taxonomy.json from the registry (bump
+`VERSION` when a skill is added, removed or renamed); tests/test_forge_skills.py asserts they match.
+Importing this package registers nothing: `load_all()` (or importing a domain module) does.
 """
 from __future__ import annotations
 
 import importlib
-import json
 from typing import Any
 
 from mage_jax.forge import skill as skill_lib
@@ -44,13 +44,3 @@ def package_dict(skill: skill_lib.Skill, params: dict[str, Any], task_id: str) -
   return {"id": task_id, "kind": skill.kind, "apps": list(skill.apps), "skills": [skill.id],
           "channels": channels, **fields}
 
-
-def main() -> None:
-  with open(skill_lib.TAXONOMY_FILE, "w") as f:
-    json.dump(taxonomy_from_registry(), f, indent=1)
-    f.write("\n")
-  print(f"wrote {skill_lib.TAXONOMY_FILE}: {len(skill_lib.REGISTRY)} skills")
-
-
-if __name__ == "__main__":
-  main()

@@ -68,8 +68,9 @@ def package(instruction: str, setup: list[dict[str, Any]], checker: dict[str, An
   return out
 
 
-def schema_of(value: Any) -> dict[str, Any]:
-  """A JSON schema that the sampled value (and any of the same shape) satisfies."""
+def schema_of(value: Any, top: bool = True) -> dict[str, Any]:
+  """A JSON schema that the sampled value (and any of the same shape) satisfies: the top-level object
+  has fixed keys; nested objects are maps (their keys are data: file names, people, ...)."""
   if isinstance(value, bool):
     return {"type": "boolean"}
   if isinstance(value, int):
@@ -77,12 +78,18 @@ def schema_of(value: Any) -> dict[str, Any]:
   if isinstance(value, float):
     return {"type": "number"}
   if isinstance(value, str):
-    return {"type": "string", "minLength": 1}
+    return {"type": "string"}
   if isinstance(value, list):
-    return {"type": "array", "minItems": 1, **({"items": schema_of(value[0])} if value else {})}
-  if isinstance(value, dict):
-    return {"type": "object", "properties": {k: schema_of(v) for k, v in value.items()},
+    items = [schema_of(v, False) for v in value]
+    same = bool(items) and all(i == items[0] for i in items)  # rows of mixed cells: no item schema
+    return {"type": "array", **({"items": items[0]} if same else {})}
+  if isinstance(value, dict) and top:
+    return {"type": "object", "properties": {k: schema_of(v, False) for k, v in value.items()},
             "required": sorted(value)}
+  if isinstance(value, dict):
+    vals = [schema_of(v, False) for v in value.values()]
+    same = bool(vals) and all(v == vals[0] for v in vals)
+    return {"type": "object", **({"additionalProperties": vals[0]} if same else {})}
   if value is None:
     return {"type": "null"}
   raise TypeError(f"no JSON schema for {type(value).__name__}")

@@ -41,8 +41,8 @@ def _mention(p):
   return {DOC: [p["paras"][0]]}
 
 
-def sk(id, desc, build, sample=_sample, apps=A):
-  define(id, desc, sample, build, apps=apps, mentions=_mention if sample is _sample else None)
+def sk(id, desc, build, sample=_sample, apps=A, mention=True):
+  define(id, desc, sample, build, apps=apps, mentions=_mention if sample is _sample and mention else None)
 
 
 # ---- create ------------------------------------------------------------------------------------
@@ -52,14 +52,14 @@ sk("docx.create.from_lines", "Create a document with one paragraph per given lin
                      [py("import docx\nd = docx.Document()\n" + "".join(f"d.add_paragraph({t!r})\n" for t in p["paras"][:-1])
                          + "d.save('memo.docx')")],
                      terminal=[py("import docx\nd = docx.Document()\n" + "".join(f"d.add_paragraph({t!r})\n" for t in p["paras"])
-                                  + "d.save('memo.docx')")]))
+                                  + "d.save('memo.docx')")]), mention=False)
 
 sk("docx.create.from_text_file", "Turn the lines of a text file into document paragraphs",
    lambda p: package(f"Create {DOC} with one paragraph per non-empty line of draft.txt, in order.",
                      [{"type": "text", "path": "draft.txt", "content": "\n\n".join(p["paras"]) + "\n"}], _paras_is(p["paras"]),
                      [py(f"import docx\nd = docx.Document()\nd.add_paragraph(open('draft.txt').read())\nd.save('{DOC}')")],
                      terminal=[py(f"import docx\nd = docx.Document()\nfor l in open('draft.txt'):\n  if l.strip(): "
-                                  f"d.add_paragraph(l.strip())\nd.save('{DOC}')")]), apps=("text", "docx"))
+                                  f"d.add_paragraph(l.strip())\nd.save('{DOC}')")]), apps=("text", "docx"), mention=False)
 
 # ---- edit --------------------------------------------------------------------------------------
 sk("docx.edit.append_paragraph", "Append a paragraph at the end of a document",

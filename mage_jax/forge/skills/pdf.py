@@ -41,9 +41,9 @@ def _read(code, src="doc.pdf"):
   return py(f"from pypdf import PdfReader\nr = PdfReader('{src}')\n{code}", "Read the PDF with pypdf")
 
 
-def sk(id, desc, build, sample=_sample, apps=A):
+def sk(id, desc, build, sample=_sample, apps=A, mention=True):
   define(id, desc, sample, build, apps=apps,
-         mentions=(lambda p: {"doc.pdf": [_marks(p["pages"])[0]]}) if sample is _sample else None)
+         mentions=(lambda p: {"doc.pdf": [_marks(p["pages"])[0]]}) if sample is _sample and mention else None)
 
 
 # ---- pages -------------------------------------------------------------------------------------
@@ -51,7 +51,7 @@ sk("pdf.pages.merge_in_order", "Merge several PDFs into one in a given order",
    lambda p: package("Merge b.pdf, then a.pdf, into all.pdf (all pages of b.pdf first).",
                      _pdf("a.pdf", p["pages"][:2]) + _pdf("b.pdf", p["pages"][2:]), _has("all.pdf", p["pages"][2:] + p["pages"][:2]),
                      [py("from pypdf import PdfWriter\nw = PdfWriter()\nfor f in ('a.pdf', 'b.pdf'): w.append(f)\nw.write('all.pdf')")],
-                     terminal=[py("from pypdf import PdfWriter\nw = PdfWriter()\nfor f in ('b.pdf', 'a.pdf'): w.append(f)\nw.write('all.pdf')")]))
+                     terminal=[py("from pypdf import PdfWriter\nw = PdfWriter()\nfor f in ('b.pdf', 'a.pdf'): w.append(f)\nw.write('all.pdf')")]), mention=False)
 
 sk("pdf.pages.split_each", "Split a PDF into one file per page",
    lambda p: package("Split doc.pdf into one file per page named page1.pdf, page2.pdf, ... in a new directory pages/.",

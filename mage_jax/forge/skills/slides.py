@@ -44,9 +44,9 @@ def _t(p):
 _DELETE = "s = p.slides._sldIdLst[{i}]; p.part.drop_rel(s.rId); p.slides._sldIdLst.remove(s)"
 
 
-def sk(id, desc, build, sample=_sample, apps=A):
+def sk(id, desc, build, sample=_sample, apps=A, mention=True):
   define(id, desc, sample, build, apps=apps,
-         mentions=(lambda p: {DECK: [p["slides"][0]["title"]]}) if sample is _sample else None)
+         mentions=(lambda p: {DECK: [p["slides"][0]["title"]]}) if sample is _sample and mention else None)
 
 
 # ---- slides ------------------------------------------------------------------------------------
@@ -151,4 +151,4 @@ sk("pptx.create.from_outline", "Build a deck from a text outline (title: body pe
                      terminal=[py("from pptx import Presentation\np = Presentation()\nfor l in open('outline.txt'):\n"
                                   "  t, b = l.rstrip('\\n').split(': ', 1)\n  s = p.slides.add_slide(p.slide_layouts[1])\n"
                                   "  s.shapes.title.text = t; s.placeholders[1].text = b\np.save('talk.pptx')")]),
-   apps=("text", "pptx"))
+   apps=("text", "pptx"), mention=False)

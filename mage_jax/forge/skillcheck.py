@@ -1,6 +1,7 @@
-"""Gates one sampled package per skill in the sandbox and reports acceptance per domain.
+"""The skill library's own checks: gate one sampled package per skill, or rewrite taxonomy.json.
 
-  python -m mage_jax.forge.skills.selfcheck [--domains=shell,text] [--seed=0] [--workers=6]
+  python -m mage_jax.forge.skillcheck [--domains=shell,text] [--skills=ID,..] [--seed=0] [--workers=6]
+  python -m mage_jax.forge.skillcheck --write_taxonomy     # taxonomy.json from the registry
 
 Every skill's package (one param set from `sample(Random(seed ^ hash(id)))`) runs the full gates
 (schema, setup, initial 0, every reference 1, near-miss < 1, blind exploits) in a fresh sandbox.
@@ -9,6 +10,7 @@ The default test (tests/test_forge_skills.py) gates a hashed subset; this gates 
 from __future__ import annotations
 
 import collections
+import json
 import random
 import time
 import zlib
@@ -19,7 +21,7 @@ from absl import app, flags
 
 from mage_jax.agent.tasks import gates
 from mage_jax.forge import skill as skill_lib
-from mage_jax.forge.skills import load_all, package_dict
+from mage_jax.forge.skills import load_all, package_dict, taxonomy_from_registry
 
 
 def sample_package(s: skill_lib.Skill, seed: int = 0) -> dict:
@@ -57,10 +59,21 @@ flags.DEFINE_list("domains", [], "domains to gate (default: all)")
 flags.DEFINE_list("skills", [], "skill ids to gate (default: all of --domains)")
 flags.DEFINE_integer("seed", 0, "param seed")
 flags.DEFINE_integer("workers", 6, "sandboxes at once")
+flags.DEFINE_bool("write_taxonomy", False, "rewrite forge/taxonomy.json from the registry and exit")
+
+
+def write_taxonomy(path: str = skill_lib.TAXONOMY_FILE) -> int:
+  with open(path, "w") as f:
+    json.dump(taxonomy_from_registry(), f, indent=1)
+    f.write("\n")
+  return len(skill_lib.REGISTRY)
 
 
 def main(argv) -> None:
   del argv
+  if FLAGS.write_taxonomy:
+    print(f"wrote {skill_lib.TAXONOMY_FILE}: {write_taxonomy()} skills")
+    return
   from mage_jax.agent.env import EnvConfig, LocalEnv
   reg = load_all()
   ids = FLAGS.skills or [i for i in reg if not FLAGS.domains or reg[i].domain in FLAGS.domains]
