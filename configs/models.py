@@ -21,12 +21,21 @@ import ml_collections
 
 from mage_jax.models.config import MageViTConfig, MageVLConfig, Qwen3Config
 
-PRESETS = ("qwen3_4b", "mage_vit", "mage_vl_4b", "qwen3_tiny", "mage_vit_tiny", "mage_vl_tiny")
+PRESETS = ("qwen3_4b", "mage_vit", "mage_vl_4b", "qwen3_tiny", "mage_vit_tiny", "mage_vl_tiny",
+           "mage_vl_proof")
 
 _TEXT_TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=16, intermediate_size=128)
 _VISION_TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
                     intermediate_size=128, out_hidden_size=64)
+# The learning proof (configs/proof.py): trained from scratch on 2 CPU cores; 4 layers so the
+# text tower can copy parameter values out of the instruction, the real vocabulary (tied head:
+# half the embedding parameters).
+_TEXT_PROOF = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=32, intermediate_size=384,
+                   tie_word_embeddings=True)
+_VISION_PROOF = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=192, out_hidden_size=128)
 
 
 def _text(**overrides) -> ml_collections.ConfigDict:
@@ -51,6 +60,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   elif name.startswith("mage_vit"):
     cd.arch = "mage_vit"
     cd.vision = _vision(**_VISION_TINY) if tiny else _vision()
+  elif name == "mage_vl_proof":
+    cd.arch = "mage_vl"
+    cd.text, cd.vision = _text(**_TEXT_PROOF), _vision(**_VISION_PROOF)
   else:
     cd.arch = "mage_vl"
     cd.text = _text(**_TEXT_TINY) if tiny else _text()

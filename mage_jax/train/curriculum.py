@@ -23,6 +23,17 @@ def load_stage_config(path: str, arg: str) -> ml_collections.ConfigDict:
   return load_config_module(path).get_config(arg or None)
 
 
+def is_step(cfg: ml_collections.ConfigDict) -> bool:
+  """A step stage (data, evaluation, results), not a training one."""
+  return isinstance(cfg.get("job"), str)
+
+
+def run_step(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, workdir: str) -> dict:
+  import importlib
+  module, _, fn = cfg.job.partition(":")
+  return getattr(importlib.import_module(module), fn)(cfg, stage_dir, previous, workdir)
+
+
 def apply_overrides(cfg: ml_collections.ConfigDict, overrides: str) -> None:
   """'a.b=1;c=x' -> fields (values parsed as JSON where possible); unknown fields raise."""
   point = {}
@@ -44,8 +55,13 @@ def stage_list(config: ml_collections.ConfigDict) -> list[tuple[str, ml_collecti
 def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.ConfigDict,
                  previous: str, synth_out: str) -> ml_collections.ConfigDict:
   """One stage's resolved config: its file + shared synth settings + overrides."""
-  cfg = load_stage_config(stage.config, config.arg)
-  cfg.init.from_dir = previous or ""
+  cfg = load_stage_config(stage.config, stage.get("arg", config.arg))
+  if "init" in cfg:
+    cfg.init.from_dir = previous or ""
+  if "seed" in config:   # one seed: model init, data order, RL sampling
+    cfg.seed = config.seed
+    if "data" in cfg and "shuffle_seed" in cfg.data:
+      cfg.data.shuffle_seed = config.seed
   if config.get("compile_cache", False):
     cfg.compile_cache_dir = os.path.join(os.path.dirname(synth_out), "jax_cache")
   if config.synth.enabled and "synth" in cfg:  # RL stages have no synthetic SFT data
@@ -53,7 +69,8 @@ def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.Config
     for k in ("seed", "episodes", "grounding", "width", "height"):
       cfg.synth[k] = config.synth[k]
     cfg.synth.out = synth_out
-  apply_overrides(cfg, stage.overrides)
+  workdir = os.path.dirname(synth_out)
+  apply_overrides(cfg, stage.overrides.replace("{workdir}", workdir))
   return cfg
 
 
@@ -68,6 +85,8 @@ def check_stages(config: ml_collections.ConfigDict, synth_out: str) -> None:
       raise run_setup.ConfigError(f"config.stages.{name}.overrides={s.overrides!r}: "
                                   f"{e.args[0]}") from None
     try:
+      if is_step(cfg):
+        continue
       if "rl" in cfg:
         from mage_jax.rl import loop as rl_loop
         rl_loop.validate(cfg)
@@ -93,8 +112,22 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> list[dict]:
     cfg = stage_config(config, s, previous, synth_out)
     stage_dir = os.path.join(workdir, name)
     summary_path = os.path.join(stage_dir, SUMMARY)
-    done = os.path.exists(summary_path) and ckpt_lib.has_final_params(stage_dir)
-    print(f"=== {name} ({'complete, skipping' if done else 'training'}) -> {stage_dir}", flush=True)
+    step = is_step(cfg)
+    done = os.path.exists(summary_path) and (step or ckpt_lib.has_final_params(stage_dir))
+    print(f"=== {name} ({'complete, skipping' if done else 'running' if step else 'training'}) "
+          f"-> {stage_dir}", flush=True)
+    if step:
+      if done:
+        with open(summary_path) as f:
+          summary = json.load(f)
+      else:
+        os.makedirs(stage_dir, exist_ok=True)
+        summary = run_step(cfg, os.path.abspath(stage_dir), previous, os.path.abspath(workdir))
+        with open(summary_path, "w") as f:
+          json.dump(summary, f, indent=1)
+      rows.append(dict(stage=name, kind="step", wall_s=summary.get("wall_s", 0.0),
+                       summary=summary.get("row", {})))
+      continue
     if done:
       with open(summary_path) as f:
         summary = json.load(f)
@@ -151,6 +184,11 @@ def format_table(rows: list[dict]) -> str:
          f"{'held-out':>9} {'FLOPs 6ND':>10} {'FLOPs all':>10} {'wall s':>8}"
   lines = [head, "-" * len(head)]
   for r in rows:
+    if r.get("kind") == "step":   # a data / evaluation step: its one-line summary
+      text = " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                      for k, v in r.get("summary", {}).items())
+      lines.append(f"{r['stage']:<20} {text[:len(head) - 30]:<{len(head) - 30}} {r['wall_s']:>8.1f}")
+      continue
     if r.get("kind") == "rl":  # no loss to compare with SFT's: mean reward, first -> last update
       reward = f"reward {r['reward_first'] or 0.0:.3f} -> {r['reward_last'] or 0.0:.3f}"
       lines.append(f"{r['stage']:<20} {r['steps']:>6} {r['tokens']:>12.0f} {reward:>31} "

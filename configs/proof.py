@@ -1,0 +1,200 @@
+"""The learning proof (issue 12): teacher data -> SFT from random init -> RL, evaluated on a fixed
+held-out split of the procedural task family (mage_jax/agent/tasks/proof_family.py), in one command.
+
+  python -m launch.curriculum --config=configs/proof.py --workdir=workdirs/proof_s0 --config.seed=0
+  python -m launch.curriculum --config=configs/proof.py:smoke --workdir=/tmp/proof_smoke   # toy scale
+
+Stages (mage_jax/train/curriculum.py; each in <workdir>/<stage>, a rerun resumes):
+  data        the scripted teacher plays the train split through the real harness
+              (episodes.jsonl with templated <think> / Action: lines); the train and held-out
+              suites are written as task packages (the split is fixed: `split_seed`, never
+              --config.seed)
+  eval_init   held-out evaluation of the random init (mage_jax/agent/proof_eval.py: T=1, greedy,
+              screenshot-blind on GUI/hybrid) through RL's episode runner + embedded engine
+  sft         launch.train's loop: pack the teacher episodes (render, pack, loss mask), train
+  eval_sft    the same held-out instances
+  rl          async GRPO + TIS, frontier sampling, embedded rollout server, train split only
+  eval_rl     the same held-out instances
+  results     <workdir>/results.json (every figure for init / SFT / RL, paired SFT-vs-RL tests)
+              and <workdir>/plots/proof_*.png
+
+`--config.seed=N` sets model init, data order (data.shuffle_seed) and RL sampling. The arg
+`smoke` is the same pipeline at toy scale (tests/test_proof.py): the tiny Mage-VL, a few
+instances, 3 SFT steps, 1 RL update.
+A stage's own config is `configs/proof.py:<stage>[,smoke]` (e.g. `proof.py:sft`), so one
+stage can also run alone (launch.train / launch.rl) with the same settings.
+"""
+from __future__ import annotations
+
+import ml_collections
+
+from configs import common, models
+from mage_jax.agent.tasks.proof_family import SCREEN
+
+STAGE_KINDS = ("data", "eval", "sft", "rl", "results")
+JOBS = {"data": "mage_jax.train.proof_steps:teacher_data",
+        "eval": "mage_jax.train.proof_steps:evaluate",
+        "results": "mage_jax.train.proof_steps:results"}
+# (stage name, kind) in order; eval stages evaluate the params of the last training stage.
+STAGES = (("data", "data"), ("eval_init", "eval"), ("sft", "sft"), ("eval_sft", "eval"),
+          ("rl", "rl"), ("eval_rl", "eval"), ("results", "results"))
+SUITES = "{workdir}/data"   # <data stage>/train_suite, heldout_suite, teacher/episodes.jsonl
+# Screens are small to keep the image-token count down (the family's 640x400 -> 240 merged
+# tokens, proof_family.SCREEN); render.max_pixels stays the episode runner's default, so no path
+# resizes differently.
+
+
+def _parse(arg: str | None) -> tuple[str, str]:
+  parts = [p for p in (arg or "").split(",") if p]
+  scale = "smoke" if "smoke" in parts else ""
+  kinds = [p for p in parts if p != "smoke"]
+  if len(kinds) > 1 or (kinds and kinds[0] not in STAGE_KINDS):
+    raise ValueError(f"configs/proof.py arg {arg!r}: expected [<stage kind>,][smoke] with a stage "
+                     f"kind from {STAGE_KINDS}")
+  return (kinds[0] if kinds else ""), scale
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+  kind, scale = _parse(arg)
+  if not kind:
+    return curriculum(scale)
+  return {"data": data, "eval": evaluation, "sft": sft, "rl": rl, "results": results}[kind](scale == "smoke")
+
+
+def curriculum(scale: str) -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.arg = scale
+  c.seed = 0
+  c.init_from = ""
+  c.compile_cache = True
+  c.synth = ml_collections.ConfigDict(dict(enabled=False))
+  c.stages = ml_collections.ConfigDict()
+  for i, (name, kind) in enumerate(STAGES):
+    overrides = {"sft": f"data.sources.teacher.paths={SUITES}/teacher/episodes.jsonl",
+                 "rl": f"rl.suite={SUITES}/train_suite",
+                 "eval": f"proof.heldout_suite={SUITES}/heldout_suite"}.get(kind, "")
+    if name == "eval_init":   # the random init never sees a button: no blind baseline needed
+      overrides += ";proof.modes=t1,greedy"
+    c.stages[name] = ml_collections.ConfigDict(dict(
+        order=i + 1, config="configs/proof.py", arg=",".join(filter(None, (kind, scale))),
+        enabled=True, overrides=overrides))
+  return c
+
+
+def _family(c: ml_collections.ConfigDict, smoke: bool) -> None:
+  """The task family's instances: per template, train / held-out (None = the family's own)."""
+  c.family = ml_collections.ConfigDict(dict(
+      split_seed=0,                               # the split is fixed: never the run's seed
+      train_per_template=2 if smoke else -1,      # -1: every train instance
+      heldout_per_template=1 if smoke else -1,    # -1: every held-out instance
+      teacher_workers=2))
+
+
+def _env(c: ml_collections.ConfigDict, smoke: bool) -> None:
+  c.env = ml_collections.ConfigDict(dict(
+      width=SCREEN[0], height=SCREEN[1], command_timeout=15.0, max_output=2_000,
+      home_mb=64, memory_mb=2048, nproc=128, **common.env_fleet_fields(4)))
+  # One screenshot per prompt and two full responses: short rows. Must equal data.render's.
+  c.episode = ml_collections.ConfigDict(dict(full_responses=2, visual_turns=1,
+                                             context_len=c.data.seq_len - c.rl.max_tokens,
+                                             score_settle=0.2))
+
+
+def _model_and_data(smoke: bool, name: str) -> ml_collections.ConfigDict:
+  c = common.base_config(name=name, stage=4, tiny=True)   # float32, xla attention, CPU mesh
+  c.model = models.get_config("mage_vl_tiny" if smoke else "mage_vl_proof")
+  for tower in ("text", "vision"):
+    c.model[tower].compute_dtype = "float32"
+    c.model[tower].param_dtype = "float32"
+    c.model[tower].remat_policy = "none"
+    c.model[tower].attention_backend = "xla"
+  c.data.seq_len = 1536
+  c.data.patch_budget = 1024           # one 640x400 screenshot = 960 patches
+  c.data.batch_size = 2 if smoke else 8
+  c.data.render.context_len = c.data.seq_len
+  c.data.render.full_responses = 2
+  c.data.render.visual_turns = 1
+  c.data.render.prompt_variants = False   # the episode runner's one system prompt
+  c.data.pack_workers = 1
+  c.log.peak_tflops_per_device = 1.0   # no matmul probe: MFU is not the point here
+  c.log.tensorboard = False
+  return c
+
+
+def data(smoke: bool) -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.job = JOBS["data"]
+  c.seed = 0
+  _family(c, smoke)
+  c.env = rl(smoke).env
+  return c
+
+
+def sft(smoke: bool) -> ml_collections.ConfigDict:
+  c = _model_and_data(smoke, "proof_sft")
+  common.set_sources(c, {"teacher": ("", 1.0, 4)})   # the curriculum fills in the data stage's file
+  del c["synth"]                        # the teacher's episodes only
+  c.prep.pack_if_missing = True
+  c.prep.heldout_episodes = 0           # held-out *tasks* are evaluated by playing them
+  c.train.total_steps = 3 if smoke else 150
+  c.train.num_epochs = 1
+  c.data.num_epochs = -1
+  c.optimizer.learning_rate = 3e-3
+  c.optimizer.warmup_steps = 1 if smoke else 20
+  c.optimizer.weight_decay = 0.0
+  c.checkpoint.every_steps = 100
+  c.log.every_steps = 1 if smoke else 10
+  return c
+
+
+def rl(smoke: bool) -> ml_collections.ConfigDict:
+  c = _model_and_data(smoke, "proof_rl")
+  for section in ("synth", "prep", "eval"):
+    del c[section]
+  c.data.sources = ml_collections.ConfigDict()
+  c.rl = ml_collections.ConfigDict(dict(
+      num_tasks=1,                 # informational (the suite decides)
+      total_updates=1 if smoke else 15,
+      groups_per_update=1 if smoke else 4,
+      episodes_per_group=2 if smoke else 6,
+      max_policy_lag=1, admission_window=2,
+      tis_cap=2.0, clip_eps_low=0.2, clip_eps_high=0.28, adv_eps=1e-6,
+      task_sampling="frontier", sampler_floor=0.05, sampler_prior_attempts=1,
+      max_episode_steps=4,         # every template takes 2-3 steps
+      inference_gpus=0, env_slots=2 if smoke else 6, rollout_workers=1 if smoke else 2,
+      suite="", tasks="", kinds="terminal,gui,hybrid",   # suite: the data stage's train split
+      server_url="", model_name="mage",
+      # a teacher turn (think, Action line, tool call) is 60-80 tokens
+      max_tokens=24 if smoke else 96, temperature=1.0, top_p=1.0,
+      request_timeout_s=600.0, server_ready_timeout_s=300.0, group_timeout_s=1_800.0,
+      sync_tolerance=1e-3, keep_exports=2, paper_zflops=1e-9))
+  _env(c, smoke)
+  c.optimizer.learning_rate = 1e-4 if smoke else 3e-4
+  c.optimizer.warmup_steps = 0
+  c.checkpoint.every_steps = 5
+  c.log.every_steps = 1
+  return c
+
+
+def evaluation(smoke: bool) -> ml_collections.ConfigDict:
+  """The RL config's model, engine and episode settings + what to evaluate."""
+  c = rl(smoke)
+  c.job = JOBS["eval"]
+  c.proof = ml_collections.ConfigDict(dict(
+      heldout_suite="",            # the curriculum sets the data stage's suite
+      modes="t1,blind" if smoke else "t1,greedy,blind",
+      slots=2 if smoke else 6, max_episode_steps=c.rl.max_episode_steps))
+  return c
+
+
+def results(smoke: bool) -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.job = JOBS["results"]
+  c.evals = ml_collections.ConfigDict(dict(init="eval_init", sft="eval_sft", rl="eval_rl"))
+  c.rl_stage = "rl"
+  c.bootstrap_samples = 10_000
+  return c
+
+
+def sweep(arg: str | None = None):
+  return [{}]

@@ -1,0 +1,234 @@
+"""The learning proof's non-training curriculum steps (configs/proof.py, docs/results.md).
+
+  teacher_data  the scripted teacher plays the train split through the real harness
+                (proof_family.collect_teacher_data -> <stage>/teacher/episodes.jsonl); the
+                train and held-out splits are written as task-package suites beside it
+  evaluate      the last training stage's params (random init at config.seed when none) served
+                by an embedded rollout engine; every held-out instance played per mode
+                (agent/proof_eval.py); <stage>/episodes.json + summary
+  results       <workdir>/results.json: the three evaluations, paired SFT-vs-RL tests on the
+                same instances (exact McNemar, paired bootstrap), the GUI screenshot-blind
+                comparison, RL curves; PNG plots in <workdir>/plots/proof_*.png
+
+Each is `fn(config, stage_dir, previous, workdir) -> summary` (mage_jax.train.curriculum).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import ml_collections
+
+
+def _per(n: int) -> int | None:
+  return None if n < 0 else n
+
+
+def teacher_data(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, workdir: str) -> dict:
+  del previous, workdir
+  from mage_jax.agent.tasks import proof_family as fam
+  t0 = time.perf_counter()
+  f = cfg.family
+  suites = {}
+  for split, per in (("train", f.train_per_template), ("heldout", f.heldout_per_template)):
+    d = os.path.join(stage_dir, f"{split}_suite")
+    fam.write_suite(split, d, seed=f.split_seed, per_template=_per(per))
+    suites[split] = d
+  episodes = fam.collect_teacher_data(os.path.join(stage_dir, "teacher"), seed=f.split_seed,
+                                      per_template=_per(f.train_per_template),
+                                      workers=f.teacher_workers)
+  expected = os.path.join(stage_dir, "teacher", "episodes.jsonl")
+  if os.path.abspath(episodes) != os.path.abspath(expected):
+    raise RuntimeError(f"collect_teacher_data wrote {episodes}; the SFT stage reads {expected}")
+  with open(episodes) as fh:
+    n_episodes = sum(1 for line in fh if line.strip())
+  from mage_jax.agent.tasks.package import load_suite
+  counts = {split: len(load_suite(d)) for split, d in suites.items()}
+  return {"suites": suites, "episodes_jsonl": episodes, "teacher_episodes": n_episodes,
+          "instances": counts, "split_counts": fam.split_counts(),
+          "row": {"train_tasks": counts["train"], "heldout_tasks": counts["heldout"],
+                  "teacher_episodes": n_episodes},
+          "wall_s": time.perf_counter() - t0}
+
+
+def served_weights(cfg: ml_collections.ConfigDict, previous: str, out_root: str) -> str:
+  """An HF export of `previous`'s final params (a stage dir), or of the random init at cfg.seed,
+  built exactly as the training stages build theirs (run_setup)."""
+  from mage_jax.rl.weight_sync import export
+  from mage_jax.train import run_setup as setup
+  setup.enable_compile_cache(cfg.get("compile_cache_dir", ""))
+  c = ml_collections.ConfigDict(cfg.to_dict())
+  c.init.from_dir = previous or ""
+  mesh = setup.make_mesh(c)
+  t = setup.build_trainer(c, out_root, mesh, 1, c.data)
+  state = setup.initial_state(t)
+  return export(state.params, t.model_cfg, out_root, 0)
+
+
+def evaluate(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, workdir: str) -> dict:
+  del workdir
+  from mage_jax.agent import proof_eval
+  from mage_jax.agent.env import EnvConfig, LocalEnv
+  from mage_jax.agent.episode import EpisodeConfig
+  from mage_jax.agent.sandbox import SandboxConfig
+  from mage_jax.agent.slots import make_pool
+  from mage_jax.agent.tasks import proof_family as fam
+  from mage_jax.agent.tasks.package import load_suite
+  from mage_jax.rl.rollout_client import RolloutClient
+  from mage_jax.rl.rollout_server import RolloutServer
+  from mage_jax.rl.rollouts import RolloutContext
+  t0 = time.perf_counter()
+  p, e = cfg.proof, cfg.env
+  tasks = load_suite(p.heldout_suite)
+  path = served_weights(cfg, previous, os.path.join(stage_dir, "weights"))
+  env_cfg = EnvConfig(width=e.width, height=e.height, command_timeout=e.command_timeout,
+                      max_output=e.max_output,
+                      sandbox=SandboxConfig(home_mb=e.home_mb, memory_mb=e.memory_mb, nproc=e.nproc))
+  ep_cfg = EpisodeConfig(max_steps=p.max_episode_steps, out_dir=os.path.join(stage_dir, "episodes"),
+                         **cfg.episode.to_dict())
+  pool = make_pool(e.backend, lambda: LocalEnv(env_cfg), ep_cfg, p.slots,
+                   ray_address=e.ray_address, slots_per_node=e.slots_per_node)
+  server = RolloutServer(path, model_name=cfg.rl.model_name).start()
+  try:
+    client = RolloutClient(server.url, cfg.rl.model_name, timeout=cfg.rl.request_timeout_s)
+    client.wait_ready(cfg.rl.server_ready_timeout_s)
+
+    def ctx_for(mode: str) -> RolloutContext:
+      return RolloutContext(client, lambda: 0, max_tokens=cfg.rl.max_tokens,
+                            temperature=0.0 if mode == "greedy" else 1.0, top_p=1.0, seed=cfg.seed)
+
+    done = [0]
+
+    def progress(row: dict) -> None:
+      done[0] += 1
+      if done[0] % 25 == 0:
+        print(f"  eval {done[0]} episodes ({time.perf_counter() - t0:.0f} s)", flush=True)
+    rows = proof_eval.run_heldout(tasks, lambda t: fam.template_of(t.id), ctx_for, pool,
+                                  modes=[m for m in p.modes.split(",") if m], on_result=progress)
+  finally:
+    server.stop()
+    pool.close()
+  with open(os.path.join(stage_dir, "episodes.json"), "w") as f:
+    json.dump(rows, f, indent=1)
+  summary = proof_eval.summarize(rows)
+  line = {f"{m}_success": s["all"]["success"] for m, s in summary.items()}
+  print("  " + " ".join(f"{k}={v:.3f}" for k, v in line.items()), flush=True)
+  return {"params_from": previous or f"random init (seed {cfg.seed})", "weights": path,
+          "instances": len(tasks), "summary": summary, "row": line,
+          "wall_s": time.perf_counter() - t0}
+
+
+def _read(path: str) -> Any:
+  with open(path) as f:
+    return json.load(f)
+
+
+def paired(rows_a: list[dict], rows_b: list[dict], mode: str, samples: int) -> dict:
+  """Exact McNemar and paired bootstrap of b vs a on the instances both played in `mode`."""
+  from mage_jax.agent import proof_eval
+  from mage_jax.agent.success_stats import mcnemar_exact, paired_bootstrap
+  a, b = proof_eval.outcomes(rows_a, mode), proof_eval.outcomes(rows_b, mode)
+  ids = sorted(set(a) & set(b))
+  if not ids:
+    return {"instances": 0}
+  xa, xb = [a[i] for i in ids], [b[i] for i in ids]
+  return {"instances": len(ids), "success_a": sum(xa) / len(ids), "success_b": sum(xb) / len(ids),
+          "mcnemar": mcnemar_exact(xa, xb), "bootstrap": paired_bootstrap(xa, xb, samples=samples)}
+
+
+def results(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, workdir: str) -> dict:
+  """<workdir>/results.json + plots from the evaluation stages and the RL stage's metrics."""
+  del previous
+  from mage_jax.agent import proof_eval
+  from mage_jax.train.metrics import read_metrics
+  t0 = time.perf_counter()
+  out: dict[str, Any] = {"evaluations": {}, "paired": {}, "blind": {}}
+  rows = {}
+  for label, stage in cfg.evals.items():
+    d = os.path.join(workdir, stage)
+    if not os.path.exists(os.path.join(d, "episodes.json")):
+      continue
+    rows[label] = _read(os.path.join(d, "episodes.json"))
+    s = _read(os.path.join(d, "summary.json"))
+    out["evaluations"][label] = {k: s[k] for k in ("params_from", "instances", "summary", "wall_s")}
+  for a, b in (("sft", "rl"), ("init", "sft")):
+    if a in rows and b in rows:
+      out["paired"][f"{a}_vs_{b}"] = {m: paired(rows[a], rows[b], m, cfg.bootstrap_samples)
+                                      for m in ("t1", "greedy")}
+  for label, r in rows.items():   # screenshot-blind vs seeing, same policy, GUI/hybrid instances
+    seeing = [x for x in r if x["mode"] == "t1" and x["kind"] in proof_eval.SCREEN_KINDS]
+    blind = [x for x in r if x["mode"] == "blind"]
+    if blind:
+      out["blind"][label] = {"seeing": proof_eval.summarize(seeing).get("t1", {}).get("kind", {}),
+                             "blind": proof_eval.summarize(blind).get("blind", {}).get("kind", {}),
+                             "paired": paired([{**x, "mode": "blind"} for x in seeing], blind,
+                                              "blind", cfg.bootstrap_samples)}
+  rl_dir = os.path.join(workdir, cfg.rl_stage)
+  curve = [r for r in read_metrics(rl_dir) if "step" in r and "reward_mean" in r] \
+      if os.path.exists(os.path.join(rl_dir, "metrics.jsonl")) else []
+  out["rl_curve"] = [{k: r.get(k) for k in ("step", "reward_mean", "pass_rate", "loss", "parse_errors",
+                                           "episodes", "zero_advantage_groups")} for r in curve]
+  stages = {}
+  for name in sorted(os.listdir(workdir)):
+    sp = os.path.join(workdir, name, "summary.json")
+    if os.path.exists(sp) and name != os.path.basename(stage_dir):
+      stages[name] = _read(sp).get("wall_s")
+  out["wall_s"] = stages
+  path = os.path.join(workdir, "results.json")
+  with open(path, "w") as f:
+    json.dump(out, f, indent=1)
+  plots = write_plots(out, os.path.join(workdir, "plots"))
+  row = {f"{k}_t1": v["summary"]["t1"]["all"]["success"] for k, v in out["evaluations"].items()
+         if "t1" in v["summary"]}
+  return {"results": path, "plots": plots, "row": row, "wall_s": time.perf_counter() - t0}
+
+
+def write_plots(res: dict, out_dir: str) -> list[str]:
+  """Success and reward against RL update; calls and tokens per task at init / SFT / RL."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  os.makedirs(out_dir, exist_ok=True)
+  written = []
+  curve = res.get("rl_curve", [])
+  ev = res.get("evaluations", {})
+  fig, ax = plt.subplots(figsize=(7, 4))
+  if curve:
+    steps = [r["step"] for r in curve]
+    ax.plot(steps, [r["reward_mean"] for r in curve], marker=".", label="RL train reward (mean)")
+    ax.plot(steps, [r["pass_rate"] for r in curve], marker=".", label="RL train success")
+    for label, x in (("sft", 0), ("rl", max(steps))):
+      if label in ev and "t1" in ev[label]["summary"]:
+        s = ev[label]["summary"]["t1"]["all"]
+        ax.errorbar([x], [s["success"]], yerr=[[s["success"] - s["success_lo"]],
+                                               [s["success_hi"] - s["success"]]],
+                    fmt="s", capsize=4, label=f"held-out success T=1 ({label})")
+  ax.set_xlabel("RL update")
+  ax.set_ylabel("rate")
+  ax.set_ylim(-0.02, 1.02)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  written.append(_save(fig, os.path.join(out_dir, "proof_success_reward.png")))
+  for key, ylabel, fname in (("calls_per_task", "model calls per task", "proof_calls.png"),
+                             ("output_tokens_per_task", "output tokens per task", "proof_tokens.png")):
+    fig, ax = plt.subplots(figsize=(6, 4))
+    labels = [k for k in ("init", "sft", "rl") if k in ev]
+    for i, mode in enumerate(("t1", "greedy")):
+      vals = [ev[k]["summary"].get(mode, {}).get("all", {}).get(key, 0.0) for k in labels]
+      ax.bar([j + 0.4 * i for j in range(len(labels))], vals, width=0.4, label=f"{mode}")
+    ax.set_xticks([j + 0.2 for j in range(len(labels))], labels)
+    ax.set_ylabel(ylabel + " (held-out)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    written.append(_save(fig, os.path.join(out_dir, fname)))
+  return written
+
+
+def _save(fig, path: str) -> str:
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  import matplotlib.pyplot as plt
+  plt.close(fig)
+  return path
