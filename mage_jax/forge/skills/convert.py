@@ -180,3 +180,103 @@ sk("convert.desktop.counter_to_text_report", "Step a counter window, save, and r
                      hybrid=[click("counter.plus")] * p["n"] + [click("counter.save"),
                                                                bash("python -c \"import json; print('count=%d' % json.load(open('counter.json'))['value'])\" > report.txt")]),
    lambda r: {"n": r.randint(2, 5), "start": r.randint(10, 20)}, ("tk", "text"), kind="hybrid")
+
+# ---- text renderings and structured exports ------------------------------------------------------
+capability("convert.render", "Render tables and documents as Markdown, HTML or JSON text")
+
+
+def _stock(r, n=3):
+  return [["item", "qty"]] + [[i, q] for i, q in zip(distinct(r, ITEMS, n), r.sample(range(1, 60), n))]
+
+
+sk("convert.render.xlsx_to_markdown", "Render a worksheet as a Markdown table",
+   lambda p: package("Write stock.md: the first sheet of stock.xlsx as a Markdown table, one line per row, cells separated "
+                     "by ' | ' between leading '| ' and trailing ' |', with a '|---|---|' line after the header.",
+                     [{"type": "xlsx", "path": "stock.xlsx", "sheets": {"Stock": p["rows"]}}],
+                     {"type": "file_text", "path": "stock.md", "equals": "\n".join(
+                         ["| item | qty |", "|---|---|"] + [f"| {i} | {q} |" for i, q in p["rows"][1:]])},
+                     [py("import openpyxl\nrows = list(openpyxl.load_workbook('stock.xlsx').active.iter_rows(values_only=True))\n"
+                         "open('stock.md', 'w').write('\\n'.join('| ' + ' | '.join(map(str, r)) + ' |' for r in rows))")],
+                     terminal=[py("import openpyxl\nrows = list(openpyxl.load_workbook('stock.xlsx').active.iter_rows(values_only=True))\n"
+                                  "lines = ['| ' + ' | '.join(map(str, r)) + ' |' for r in rows]\nlines.insert(1, '|---|---|')\n"
+                                  "open('stock.md', 'w').write('\\n'.join(lines))")]),
+   lambda r: {"rows": _stock(r)}, ("xlsx", "text"))
+
+sk("convert.render.csv_to_html_rows", "Render CSV data rows as HTML table rows",
+   lambda p: package("Write rows.html with one line per data row of stock.csv (header skipped): "
+                     "<tr><td>ITEM</td><td>QTY</td></tr>.", [{"type": "csv", "path": "stock.csv", "rows": p["rows"]}],
+                     {"type": "file_text", "path": "rows.html", "equals": "\n".join(
+                         f"<tr><td>{i}</td><td>{q}</td></tr>" for i, q in p["rows"][1:])},
+                     [bash("awk -F, '{print \"<tr><td>\" $1 \"</td><td>\" $2 \"</td></tr>\"}' stock.csv > rows.html")],
+                     terminal=[bash("tail -n +2 stock.csv | awk -F, '{print \"<tr><td>\" $1 \"</td><td>\" $2 \"</td></tr>\"}' > rows.html")]),
+   lambda r: {"rows": _stock(r, 4)}, ("csv", "text"))
+
+sk("convert.render.docx_to_markdown", "Render a document as Markdown (headings with #)",
+   lambda p: package("Write doc.md from doc.docx: one line per non-empty paragraph, Heading 1 paragraphs prefixed with '# '.",
+                     [{"type": "docx", "path": "doc.docx", "paragraphs": [x for h, t in zip(p["heads"], p["texts"])
+                                                                         for x in ({"text": h, "style": "Heading 1"}, t)]}],
+                     {"type": "file_text", "path": "doc.md", "equals": "\n".join(x for h, t in zip(p["heads"], p["texts"]) for x in (f"# {h}", t))},
+                     [py("import docx\nopen('doc.md', 'w').write('\\n'.join(x.text for x in docx.Document('doc.docx').paragraphs if x.text.strip()))")],
+                     terminal=[py("import docx\nopen('doc.md', 'w').write('\\n'.join(('# ' if x.style.name == 'Heading 1' else '') + x.text "
+                                  "for x in docx.Document('doc.docx').paragraphs if x.text.strip()))")]),
+   lambda r: {"heads": [f"About {w}" for w in distinct(r, WORDS, 2)], "texts": [f"{n} wrote this." for n in distinct(r, NAMES, 2)]},
+   ("docx", "text"))
+
+sk("convert.render.pptx_to_json", "Export a deck's slide titles and bodies as JSON",
+   lambda p: package("Write deck.json: a JSON list with one {\"title\", \"body\"} object per slide of deck.pptx, in order.",
+                     [{"type": "pptx", "path": "deck.pptx", "slides": p["slides"]}],
+                     {"type": "json_equals", "path": "deck.json", "expected": p["slides"]},
+                     [py("import json\nfrom pptx import Presentation\njson.dump([{'title': s.shapes.title.text} for s in Presentation('deck.pptx').slides], "
+                         "open('deck.json', 'w'))")],
+                     terminal=[py("import json\nfrom pptx import Presentation\njson.dump([{'title': s.shapes.title.text, 'body': s.placeholders[1].text} "
+                                  "for s in Presentation('deck.pptx').slides], open('deck.json', 'w'))")]),
+   lambda r: {"slides": [{"title": t, "body": f"owner {n}"} for t, n in zip(_titles(r), distinct(r, NAMES, 3))]}, ("pptx", "json"))
+
+sk("convert.render.sqlite_schema_to_json", "Describe a database's tables and columns as JSON",
+   lambda p: package("Write schema.json: an object mapping each table name of app.db to the list of its column names, in order.",
+                     [{"type": "sqlite", "path": "app.db", "tables": {t: {"columns": [f"{c} TEXT" for c in cols], "rows": []}
+                                                                     for t, cols in p["tables"].items()}}],
+                     {"type": "json_equals", "path": "schema.json", "expected": p["tables"]},
+                     [py("import json, sqlite3\ncon = sqlite3.connect('app.db')\njson.dump({t: [c[1] for c in con.execute(f'PRAGMA table_info({t})')][:1] "
+                         "for (t,) in con.execute(\"SELECT name FROM sqlite_master WHERE type = 'table'\")}, open('schema.json', 'w'))")],
+                     terminal=[py("import json, sqlite3\ncon = sqlite3.connect('app.db')\njson.dump({t: [c[1] for c in con.execute(f'PRAGMA table_info({t})')] "
+                                  "for (t,) in con.execute(\"SELECT name FROM sqlite_master WHERE type = 'table'\")}, open('schema.json', 'w'))")]),
+   lambda r: {"tables": {t: distinct(r, ["name", "email", "city", "zip", "phone", "note"], r.randint(2, 4))
+                         for t in distinct(r, ["users", "orders", "teams", "tags"], 2)}}, ("sqlite", "json"))
+
+sk("convert.render.json_to_xlsx", "Write JSON records into a worksheet with a header row",
+   lambda p: package("Create stock.xlsx whose first sheet has header item,qty and one row per record of stock.json, in order.",
+                     [{"type": "json", "path": "stock.json", "data": [{"item": i, "qty": q} for i, q in p["rows"][1:]]}],
+                     {"type": "xlsx_rows", "path": "stock.xlsx", "rows": p["rows"]},
+                     [py("import json, openpyxl\nwb = openpyxl.Workbook()\nfor d in json.load(open('stock.json')): wb.active.append([d['item'], d['qty']])\n"
+                         "wb.save('stock.xlsx')")],
+                     terminal=[py("import json, openpyxl\nwb = openpyxl.Workbook(); wb.active.append(['item', 'qty'])\n"
+                                  "for d in json.load(open('stock.json')): wb.active.append([d['item'], d['qty']])\nwb.save('stock.xlsx')")]),
+   lambda r: {"rows": _stock(r, 4)}, ("json", "xlsx"))
+
+sk("convert.render.docx_tables_to_sheets", "Copy each table of a document into its own worksheet",
+   lambda p: package("Create tables.xlsx with one sheet per table of doc.docx, named Table1, Table2, ... in order, each holding "
+                     "that table's cells (numbers as numbers).",
+                     [{"type": "docx", "path": "doc.docx", "paragraphs": ["Tables"], "tables": p["tables"]}],
+                     {"type": "all", "checks": [{"type": "xlsx_sheetnames", "path": "tables.xlsx", "names": [f"Table{i + 1}" for i in range(len(p["tables"]))]}]
+                      + [{"type": "xlsx_rows", "path": "tables.xlsx", "sheet": f"Table{i + 1}", "rows": t} for i, t in enumerate(p["tables"])]},
+                     [py("import docx, openpyxl\nwb = openpyxl.Workbook(); wb.remove(wb.active)\nfor i, t in enumerate(docx.Document('doc.docx').tables):\n"
+                         "  ws = wb.create_sheet(f'Table{i + 1}')\n  for r in t.rows[1:]: ws.append([c.text for c in r.cells])\nwb.save('tables.xlsx')")],
+                     terminal=[py("import docx, openpyxl\nwb = openpyxl.Workbook(); wb.remove(wb.active)\nfor i, t in enumerate(docx.Document('doc.docx').tables):\n"
+                                  "  ws = wb.create_sheet(f'Table{i + 1}')\n  for r in t.rows: ws.append([int(c.text) if c.text.isdigit() else c.text for c in r.cells])\n"
+                                  "wb.save('tables.xlsx')")]),
+   lambda r: {"tables": [_stock(r, 2), _stock(r, 3)]}, ("docx", "xlsx"))
+
+sk("convert.render.json_shapes_to_png", "Draw the rectangles a JSON file describes onto a new image",
+   lambda p: package("shapes.json lists rectangles {x0, y0, x1, y1, color} (x1, y1 excluded) and a canvas size. Draw them, in "
+                     "order, on a white canvas of that size and save drawing.png (color is [r, g, b]).",
+                     [{"type": "json", "path": "shapes.json", "data": {"size": [200, 120], "rects": p["rects"]}}],
+                     {"type": "all", "checks": [{"type": "image_size", "path": "drawing.png", "size": [200, 120]},
+                                                {"type": "image_pixels", "path": "drawing.png", "points": [
+                                                    [r["x0"] + 2, r["y0"] + 2, r["color"]] for r in p["rects"]] + [[199, 119, [255, 255, 255]]]}]},
+                     [py("import json\nfrom PIL import Image, ImageDraw\ns = json.load(open('shapes.json'))\nim = Image.new('RGB', tuple(s['size']), 'white')\n"
+                         "d = ImageDraw.Draw(im)\nfor r in s['rects'][:1]: d.rectangle([r['x0'], r['y0'], r['x1'] - 1, r['y1'] - 1], fill=tuple(r['color']))\nim.save('drawing.png')")],
+                     terminal=[py("import json\nfrom PIL import Image, ImageDraw\ns = json.load(open('shapes.json'))\nim = Image.new('RGB', tuple(s['size']), 'white')\n"
+                                  "d = ImageDraw.Draw(im)\nfor r in s['rects']: d.rectangle([r['x0'], r['y0'], r['x1'] - 1, r['y1'] - 1], fill=tuple(r['color']))\nim.save('drawing.png')")]),
+   lambda r: {"rects": [{"x0": 10 + 60 * i, "y0": 10, "x1": 60 + 60 * i, "y1": 80, "color": COLORS[c]}
+                        for i, c in enumerate(distinct(r, ["red", "blue", "yellow", "purple"], 3))]}, ("json", "png"))
