@@ -120,3 +120,15 @@ def test_variant_schema_and_identity():
   assert r.ok and v.channel_of(r.name) == "extra"
   assert HarnessVariant().parse(r.think and '<tool_call>\n{"name": "xdotool", "arguments": {"command": "k"}}'
                                 '\n</tool_call>').error_kind == "invalid_call"
+
+
+def test_score_tolerance_selects_within_the_bound_of_the_best():
+  rows = [{"success_rate": 0.976, "mean_steps": 7.2}, {"success_rate": 0.952, "mean_steps": 5.3},
+          {"success_rate": 0.93, "mean_steps": 3.0}]
+  assert Score.parse("success_rate:max,mean_steps:min").select(rows) == 0
+  assert Score.parse("success_rate:max:0.03,mean_steps:min").select(rows) == 1  # 0.93 is 0.046 below the best
+  assert Score.parse("success_rate:max:0.05,mean_steps:min").select(rows) == 2
+  assert Score.parse("mean_steps:min").select(rows) == 2 and Score.parse("mean_steps").select(rows) == 0
+  for bad in ("success_rate:up", "speed:max", "success_rate:max:-1", "success_rate:max:x"):
+    with pytest.raises(ValueError, match="evolve.score"):
+      Score.parse(bad)

@@ -50,7 +50,7 @@ class EvolveResult:
 
 def select(records: Sequence[Record], score: Score) -> Record:
   """The best record by `score`; ties go to the earlier one (fewer changes from the seed)."""
-  return min(enumerate(records), key=lambda ir: (score.key(ir[1].row), ir[0]))[1]
+  return records[score.select([r.row for r in records])]
 
 
 def table(records: Sequence[Record], score: Score, best: Record | None = None) -> str:

@@ -1,10 +1,10 @@
 """What harness evolution compares and proposes: the score, the rule-based proposer and the LLM
 authoring node.
 
-Score: a lexicographic spec such as "success_rate:max,mean_steps:min" over a variant's
+Score: a lexicographic spec such as "success_rate:max:0.03,mean_steps:min" over a variant's
 evaluation row (agent/evaluation.py `_row`: success_rate, mean_steps, output_tokens_per_task,
-invalid_call_rate, gui_share, terminal_share, extra_share, ...). The first metric decides, the
-next breaks ties.
+invalid_call_rate, gui_share, terminal_share, extra_share, ...). The first metric decides (up to
+its optional tolerance), the next breaks ties.
 
 Proposals are config diffs (variant.apply_diff): the rule-based proposer enumerates one-step
 neighbours (prune one extra tool, add one extra tool, add one library, swap the system prompt,
@@ -27,27 +27,46 @@ METRICS = ("success_rate", "mean_steps", "output_tokens_per_task", "invalid_call
 
 @dataclasses.dataclass(frozen=True)
 class Score:
-  terms: tuple[tuple[str, str], ...]   # (metric, "max" | "min"), most important first
+  """Lexicographic selection; a term may carry a tolerance ("success_rate:max:0.03"): every
+  variant within it of the best value of that term counts as best, and the next term decides
+  among them. Tolerances absorb evaluation noise (one episode of 42 is 0.024 of success rate)
+  without letting a chain of small losses add up: the bound is measured from the best, not
+  from the previous pick."""
+  terms: tuple[tuple[str, str, float], ...]   # (metric, "max" | "min", tolerance), most important first
 
   @classmethod
   def parse(cls, spec: str) -> "Score":
     terms = []
     for part in spec.split(","):
-      metric, _, direction = part.strip().partition(":")
-      direction = direction or "max"
-      if metric not in METRICS or direction not in ("max", "min"):
-        raise ValueError(f"evolve.score: bad term {part!r}; expected <metric>:max|min with metric in {METRICS}")
-      terms.append((metric, direction))
+      bits = part.strip().split(":")
+      metric, direction, tol = bits[0], bits[1] if len(bits) > 1 else "max", bits[2] if len(bits) > 2 else "0"
+      try:
+        tolerance = float(tol)
+      except ValueError:
+        tolerance = -1.0
+      if len(bits) > 3 or metric not in METRICS or direction not in ("max", "min") or tolerance < 0:
+        raise ValueError(f"evolve.score: bad term {part!r}; expected <metric>:max|min[:tolerance >= 0] "
+                         f"with metric in {METRICS}")
+      terms.append((metric, direction, tolerance))
     if not terms:
       raise ValueError("evolve.score is empty")
     return cls(tuple(terms))
 
   def key(self, row: dict[str, Any]) -> tuple[float, ...]:
-    """Smaller is better (sort ascending)."""
-    return tuple(-row[m] if d == "max" else row[m] for m, d in self.terms)
+    """The row's values, signed so that smaller is better (for logs and sorting)."""
+    return tuple(-row[m] if d == "max" else row[m] for m, d, _ in self.terms)
+
+  def select(self, rows: Sequence[dict[str, Any]]) -> int:
+    """Index of the best row; exact ties go to the earliest."""
+    alive = list(range(len(rows)))
+    for i, (metric, direction, tol) in enumerate(self.terms):
+      signed = {j: self.key(rows[j])[i] for j in alive}
+      best = min(signed.values())
+      alive = [j for j in alive if signed[j] <= best + tol]
+    return alive[0]
 
   def __str__(self) -> str:
-    return ",".join(f"{m}:{d}" for m, d in self.terms)
+    return ",".join(f"{m}:{d}" + (f":{t:g}" if t else "") for m, d, t in self.terms)
 
 
 @dataclasses.dataclass
