@@ -24,7 +24,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.taxonomy = "mage_jax/forge/taxonomy.json"   # "" = run every registered skill
   c.skill_modules = ["mage_jax.forge.skills"]   # imported (packages: every submodule) to register skills
   c.skills = []                                 # [] = every taxonomy skill; else these ids
-  c.attempts_per_skill = 2 if tiny else 8       # round-1 attempts per skill (later rounds: same total)
+  c.skills_per_domain = 1 if tiny else 0        # >0: only the first N skills of each domain
+  c.attempts_per_skill = 2 if tiny else 3       # attempts per skill and round (later rounds: same total)
   c.rounds = 3
   c.workers = 2                                 # generation processes (CPU-bound: one per core)
   c.gate_workers = 2 if tiny else 4             # sandbox gate processes (mostly wait on the sandbox)
@@ -34,7 +35,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.refine_at = 0.5                             # rejection rate that triggers a workflow refinement
   c.progress = not tiny
   c.suite_dir = ""                              # "" = <workdir>/suite
-  c.student = ml_collections.ConfigDict(dict(enabled=True, max_steps=30,
+  c.student = ml_collections.ConfigDict(dict(enabled=True, max_steps=30, per_skill=2,  # episodes/skill/round
                                              noise=dict(base=0.05, spread=0.5)))
   c.env = ml_collections.ConfigDict(dict(command_timeout=20.0))   # agent.env.EnvConfig fields
   c.llm = ml_collections.ConfigDict(dict(

@@ -66,6 +66,13 @@ def test_file_readers_find_values(tmp_path):
   assert "4312" in filecheck.read_text(str(tmp_path / "r.docx"))
   assert "30x20" in filecheck.read_text(str(tmp_path / "p.png")) and "#ff0000" in filecheck.read_text(str(tmp_path / "p.png"))
   assert "osprey\t77" in filecheck.read_text(str(tmp_path / "s.sqlite"))
+  import tarfile
+  (tmp_path / "m.txt").write_text("member line 9")
+  with tarfile.open(tmp_path / "a.tar.gz", "w:gz") as t:
+    t.add(tmp_path / "m.txt", arcname="inner/m.txt")
+  assert "inner/m.txt\nmember line 9" in filecheck.read_text(str(tmp_path / "a.tar.gz"))
+  (tmp_path / "fake.jpg").write_text("placeholder")
+  assert filecheck.read_text(str(tmp_path / "fake.jpg"), preparer="text") == "placeholder"
   (tmp_path / "x.docx").write_bytes(b"not a zip")
   with pytest.raises(Exception):
     filecheck.read_text(str(tmp_path / "x.docx"))
@@ -125,10 +132,21 @@ def test_broken_taxonomy_names_file(tmp_path):
     engine.select_skills({"taxonomy": "", "skill_modules": ["no_such_module"]})
 
 
+def test_launch_forge_broken_taxonomy_exits_with_the_file(tmp_path):
+  import subprocess
+  bad = tmp_path / "tax.json"
+  bad.write_text('{"version": 1,\n "domains": [}')
+  p = subprocess.run([sys.executable, "-m", "launch.forge", "--config=configs/forge.py:tiny",
+                      f"--config.taxonomy={bad}", f"--workdir={tmp_path / 'w'}"],
+                     capture_output=True, text=True, timeout=300)
+  assert p.returncode != 0 and f"launch.forge: {bad}:2: invalid JSON" in p.stderr, p.stderr[-800:]
+
+
 def tiny_config(workdir, **kw):
   from configs.forge import get_config
   c = get_config("tiny").to_dict()
-  c.update(workdir=str(workdir), taxonomy="", skill_modules=[], skills=[s.id for s in _forge_skills.SKILLS],
+  c.update(workdir=str(workdir), taxonomy="", skill_modules=[], skills_per_domain=0,
+           skills=[s.id for s in _forge_skills.SKILLS],
            attempts_per_skill=3)
   c.update(kw)
   return c

@@ -55,6 +55,14 @@ def select_skills(c: dict[str, Any]) -> tuple[list[str], list[str]]:
     if unknown:
       raise TaxonomyError(f"config.skills: unknown skill ids {unknown}")
     wanted = list(c["skills"])
+  if c.get("skills_per_domain"):  # a small cross-section: the first N skills of each domain
+    seen: collections.Counter = collections.Counter()
+    kept = []
+    for s in wanted:
+      seen[s.split(".")[0]] += 1
+      if seen[s.split(".")[0]] <= c["skills_per_domain"]:
+        kept.append(s)
+    wanted = kept
   for s in wanted:  # type-check every workflow before any work (WorkflowError names skill + node)
     llm = c.get("llm") or {}
     default_workflow(REGISTRY[s], llm_params=bool(llm.get("params")), reword=bool(llm.get("reword")))
@@ -103,11 +111,16 @@ def run_forge(c: dict[str, Any]) -> dict[str, Any]:
     round_dir = os.path.join(wd, f"round_{k}")
     st, outcomes = RUN.run_round(c, k, budget, avoid, deduper, suite_dir, round_dir)
     all_outcomes += outcomes
-    accepted = [o["package"]["id"] for o in outcomes if o.get("accepted")]
+    per_skill = collections.Counter()
+    evaluated = []  # the student plays at most student.per_skill of each skill's new tasks
+    for o in outcomes:
+      if o.get("accepted") and per_skill[o["skill"]] < c["student"].get("per_skill", 2):
+        per_skill[o["skill"]] += 1
+        evaluated.append(o["package"]["id"])
     row = round_row(st, budget, success, c, skills)
     results = None
     if st.error is None and c["student"]["enabled"]:
-      results = evaluate_student(c, k, suite_dir, accepted, os.path.join(round_dir, "eval"))
+      results = evaluate_student(c, k, suite_dir, evaluated, os.path.join(round_dir, "eval"))
     if results:
       for s, (a, n) in R.skill_success(results).items():
         prev = success.get(s, (0, 0))

@@ -7,7 +7,10 @@ Readers by file extension (what "opens" means, and the text the values are looke
   .png/.jpg/.gif Pillow (verify; text is "<w>x<h> <mode>" plus the hex colours of up to 64
         distinct pixels, e.g. "#ff0000")
   .sqlite/.db sqlite3 (table names and every row's values)
+  .zip zipfile, .tar/.tar.gz/.tgz tarfile (member names, and the text of UTF-8 members)
   .csv  csv module (cells)   .json json (the dumped value)   other: UTF-8 text
+A file written by the `text` preparer is read as UTF-8 whatever its extension (a skill may write
+a placeholder "photo.jpg" for a renaming task; its library is plain text).
 A value is found when it is a substring of that text (numbers also as their float form, so a
 cell 3.0 holds "3"). Preparers that need the sandbox (script, app, mkdir) are skipped here.
 """
@@ -29,14 +32,14 @@ class HostTarget:
   """A `preparers.SetupTarget` that writes files under a host directory and runs nothing."""
 
   def __init__(self, root: str):
-    self.root, self.written = root, []
+    self.root, self.written, self.preparer = root, [], ""
 
   def write_file(self, path: str, data: bytes) -> None:
     full = os.path.join(self.root, path.lstrip("/").removeprefix("home/user/"))
     os.makedirs(os.path.dirname(full) or ".", exist_ok=True)
     with open(full, "wb") as f:
       f.write(data)
-    self.written.append((path, full))
+    self.written.append((path, full, self.preparer))
 
   def run_script(self, script: str, timeout: float) -> tuple[int, str]:
     return 0, ""
@@ -52,10 +55,32 @@ def _cells(rows) -> str:
   return "\n".join("\t".join("" if v is None else str(v) for v in row) for row in rows)
 
 
-def read_text(path: str) -> str:
+def _archive_text(names_and_bytes) -> str:
+  out = []
+  for name, data in names_and_bytes:
+    out.append(name)
+    if data is not None:
+      try:
+        out.append(data.decode("utf-8"))
+      except UnicodeDecodeError:
+        pass
+  return "\n".join(out)
+
+
+def read_text(path: str, preparer: str = "") -> str:
   """The file's content as text, through the library that owns its format (raises if it
   does not open)."""
   ext = os.path.splitext(path)[1].lower()
+  if preparer == "text":
+    ext = ext if ext in (".csv", ".json") else ".txt"
+  if ext == ".zip":
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+      return _archive_text((i.filename, None if i.is_dir() else z.read(i)) for i in z.infolist())
+  if ext in (".tar", ".gz", ".tgz", ".bz2", ".xz"):
+    import tarfile
+    with tarfile.open(path) as t:
+      return _archive_text((m.name, t.extractfile(m).read() if m.isfile() else None) for m in t.getmembers())
   if ext == ".xlsx":
     import openpyxl
     wb = openpyxl.load_workbook(path)
@@ -111,13 +136,14 @@ def prepare_and_open(setup: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for i, spec in enumerate(setup):
       if spec.get("type") in SANDBOX_ONLY:
         continue
+      target.preparer = spec.get("type", "")
       try:
         preparers.run_preparer(target, spec)
       except Exception as e:  # noqa: BLE001 - a preparer that cannot build its file fails the gate
         out[str(spec.get("path", f"setup[{i}]"))] = {"text": "", "error": f"preparer failed: {type(e).__name__}: {e}"}
-    for path, full in target.written:
+    for path, full, preparer in target.written:
       try:
-        out[path] = {"text": read_text(full)[:TEXT_LIMIT], "error": None}
+        out[path] = {"text": read_text(full, preparer)[:TEXT_LIMIT], "error": None}
       except Exception as e:  # noqa: BLE001 - a file its own library cannot open fails the gate
         out[path] = {"text": "", "error": f"does not open: {type(e).__name__}: {e}"}
   return out

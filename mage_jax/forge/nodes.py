@@ -22,6 +22,10 @@ from mage_jax.forge import filecheck
 from mage_jax.forge.llm import LLMNode
 from mage_jax.forge.skill import Skill
 
+# Part of every node's cache key: bump when a node's behaviour changes (e.g. a new file reader),
+# so cached outputs of the old behaviour are not read back.
+ENGINE_VERSION = 2
+
 TYPES = ("seed", "params", "fields", "setup", "checker", "files", "package")
 
 

@@ -150,7 +150,7 @@ class Workflow:
     for name in self.order:
       node, t0 = self.nodes[name], time.monotonic()
       inputs = {port: values[src] for port, src in self.wiring.get(name, {}).items()}
-      key = N.digest({"kind": node.kind, "name": name, "config": node.config, "skill": self.fingerprint,
+      key = N.digest({"v": N.ENGINE_VERSION, "kind": node.kind, "name": name, "config": node.config, "skill": self.fingerprint,
                       "inputs": {p: hashes[s] for p, s in self.wiring.get(name, {}).items()}})
       hit, value = cache.get(key) if node.cacheable else (False, None)
       if hit and isinstance(value, dict) and "__rejected__" in value:
