@@ -32,7 +32,7 @@ from mage_jax.agent.sandbox import descendants, kill_tree, sandbox_env
 # After each GUI action on a real app the observation waits until the screen has been still for
 # SETTLE_QUIET s (at most SETTLE_MAX s): LibreOffice updates its toolbars and status bar after the
 # action returns, and a click on a button it has not enabled yet is lost.
-SETTLE_QUIET, SETTLE_MAX = 0.3, 3.0
+SETTLE_QUIET, SETTLE_MAX = 0.5, 4.0
 PROFILE_DIR = "/tmp/.mage_profiles"
 WM_CONFIG = "/tmp/.mage_wm/rc.xml"
 
@@ -210,6 +210,17 @@ def wait_window(desktop, app: str, name: str, proc: subprocess.Popen, timeout: f
   wait_still(desktop, deadline)
 
 
+def _changed(a, b) -> bool:
+  """Whether the screen changed beyond a blinking text cursor (a box at most 4 px wide)."""
+  box = ImageChops.difference(a, b).getbbox()
+  return box is not None and box[2] - box[0] > 4
+
+
+def _blank(shot) -> bool:
+  """A window mapped but not drawn yet: a handful of flat colours (a drawn app shows many)."""
+  return shot.getcolors(32) is not None
+
+
 def wait_still(desktop, deadline: float, quiet: float = 1.0) -> None:
   """Waits until the screen shows something (LibreOffice maps a blank window, then draws) and has
   not changed for `quiet` seconds (the app finished drawing)."""
@@ -217,8 +228,7 @@ def wait_still(desktop, deadline: float, quiet: float = 1.0) -> None:
   while time.monotonic() < deadline:
     time.sleep(0.15)
     shot = desktop.screenshot()
-    if ImageChops.difference(shot, last).getbbox() is not None or shot.getextrema() == last.getextrema() \
-        and all(lo == hi for lo, hi in shot.getextrema()):
+    if _changed(shot, last) or _blank(shot):
       last, since = shot, time.monotonic()
     elif time.monotonic() - since >= quiet:
       return

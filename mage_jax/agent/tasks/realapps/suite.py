@@ -24,10 +24,10 @@ from mage_jax.agent.tasks.package import TaskPackage, package_from_dict
 SCREEN = (1280, 800)
 
 
-def click_at(x: int, y: int, what: str) -> dict[str, Any]:
+def click_at(x: int, y: int, what: str, action: str = "left_click") -> dict[str, Any]:
   """A click at screen pixel (x, y) of the 1280x800 desktop."""
   return {"name": "computer_use", "action": f"Click {what}",
-          "arguments": {"action": "left_click", "coordinate": [schema.from_pixel(x, SCREEN[0]),
+          "arguments": {"action": action, "coordinate": [schema.from_pixel(x, SCREEN[0]),
                                                                schema.from_pixel(y, SCREEN[1])]}}
 
 
@@ -162,16 +162,15 @@ def _writer() -> list[dict[str, Any]]:
            [key("ctrl", "Home"), key("Down"), key("Down"), key("Down"), key("shift", "Down"), key("Delete"),
             SAVE],
            [py(_docx_py("e = ps[3]._element; e.getparent().remove(e)"), "Remove the paragraph with python-docx")],
-           [key("ctrl", "Home"), key("Down"), key("Down"), key("Down"), key("shift", "End"), key("Delete"),
-            SAVE], ["writer"], ["edit_text"]),
+           [key("ctrl", "Home"), key("Down"), key("Down"), key("shift", "Down"), key("Delete"), SAVE], ["writer"], ["edit_text"]),
   ]
 
 
 # ---- Impress --------------------------------------------------------------------------------------
 DECK = [{"title": "Roadmap", "body": "Plans for next year"}, {"title": "Draft slide", "body": "Not for sharing"},
         {"title": "Budget", "body": "Costs and savings"}]
-THUMB = [(110, 150), (110, 260), (110, 370)]   # the slide pane's thumbnails 1-3
-TITLE = (700, 180)                               # the current slide's title placeholder
+THUMB = [(87, 145), (87, 241), (87, 337)]      # the slide pane's thumbnails 1-3
+TITLE = (546, 207)                               # the current slide's title placeholder
 
 
 def _pptx_py(body: str, path: str = "deck.pptx") -> str:
@@ -184,7 +183,7 @@ def _impress() -> list[dict[str, Any]]:
 
   def check(t):
     return {"type": "pptx_titles", "path": "deck.pptx", "titles": t}
-  retitle = [click_at(*TITLE, "the slide title"), key("ctrl", "a"), type_("Product roadmap"), key("Escape"),
+  retitle = [click_at(*TITLE, "the slide title", "double_click"), key("ctrl", "a"), type_("Product roadmap"), key("Escape"),
              key("Escape"), SAVE]
   return [
       task("impress_retitle",
@@ -192,7 +191,7 @@ def _impress() -> list[dict[str, Any]]:
            "save the file in PowerPoint format.",
            setup, check(["Product roadmap"] + titles[1:]), retitle,
            [py(_pptx_py("p.slides[0].shapes.title.text = 'Product roadmap'"), "Retitle with python-pptx")],
-           [click_at(*TITLE, "the slide title"), key("End"), type_(" 2026"), key("Escape"), key("Escape"),
+           [click_at(*TITLE, "the slide title", "double_click"), key("End"), type_(" 2026"), key("Escape"), key("Escape"),
             SAVE], ["impress"], ["edit_text"]),
       task("impress_delete_slide",
            "In deck.pptx (open in Impress), delete the draft slide and save the file in PowerPoint format.",
@@ -206,12 +205,12 @@ def _impress() -> list[dict[str, Any]]:
            "In deck.pptx (open in Impress), add a slide titled Questions after the last slide and save the file "
            "in PowerPoint format.",
            setup, check(titles + ["Questions"]),
-           [click_at(*THUMB[2], "the last slide's thumbnail"), key("ctrl", "m"), wait(1),
+           [click_at(*THUMB[2], "the last slide's thumbnail"), key("ctrl", "m"),
             click_at(*TITLE, "the new slide's title placeholder"), type_("Questions"), key("Escape"),
             key("Escape"), SAVE],
            [py(_pptx_py("s = p.slides.add_slide(p.slide_layouts[1])\ns.shapes.title.text = 'Questions'"),
                "Add the slide with python-pptx")],
-           [click_at(*THUMB[2], "the last slide's thumbnail"), key("ctrl", "m"), wait(1),
+           [click_at(*THUMB[2], "the last slide's thumbnail"), key("ctrl", "m"),
             click_at(*TITLE, "the new slide's title placeholder"), type_("Question"), key("Escape"),
             key("Escape"), SAVE], ["impress"], ["slides"]),
   ]
