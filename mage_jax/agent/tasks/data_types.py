@@ -92,6 +92,7 @@ def query_rows(data: bytes, query: str) -> list[tuple]:
       f.write(data)
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
+      con.execute("PRAGMA schema_version")  # reads the header: a file that is no database raises here
       return con.execute(query).fetchall()
     finally:
       con.close()
