@@ -9,12 +9,13 @@ Stages (mage_jax/train/curriculum.py; each in <workdir>/<stage>, a rerun resumes
               (episodes.jsonl with templated <think> / Action: lines); the train and held-out
               suites are written as task packages (the split is fixed: `split_seed`, never
               --config.seed)
-  eval_init   held-out evaluation of the random init (mage_jax/agent/proof_eval.py: T=1, greedy,
-              screenshot-blind on GUI/hybrid) through RL's episode runner + embedded engine
   sft         launch.train's loop: pack the teacher episodes (render, pack, loss mask), train
-  eval_sft    the same held-out instances
+              from random init
+  eval_sft    held-out evaluation (mage_jax/agent/proof_eval.py: T=1, greedy, screenshot-blind
+              on GUI/hybrid) through RL's episode runner + embedded engine
   rl          async GRPO + TIS, frontier sampling, embedded rollout server, train split only
   eval_rl     the same held-out instances
+  eval_init   the same held-out instances, random init at the seed (T=1, greedy)
   results     <workdir>/results.json (every figure for init / SFT / RL, paired SFT-vs-RL tests)
               and <workdir>/plots/proof_*.png
 
@@ -35,9 +36,11 @@ STAGE_KINDS = ("data", "eval", "sft", "rl", "results")
 JOBS = {"data": "mage_jax.train.proof_steps:teacher_data",
         "eval": "mage_jax.train.proof_steps:evaluate",
         "results": "mage_jax.train.proof_steps:results"}
-# (stage name, kind) in order; eval stages evaluate the params of the last training stage.
-STAGES = (("data", "data"), ("eval_init", "eval"), ("sft", "sft"), ("eval_sft", "eval"),
-          ("rl", "rl"), ("eval_rl", "eval"), ("results", "results"))
+# (stage name, kind) in order; eval stages evaluate the params of the last training stage, except
+# eval_init (always the random init at the seed).
+# The init evaluation runs last: its params are fixed by the seed, and the SFT and RL figures come first.
+STAGES = (("data", "data"), ("sft", "sft"), ("eval_sft", "eval"), ("rl", "rl"), ("eval_rl", "eval"),
+          ("eval_init", "eval"), ("results", "results"))
 SUITES = "{workdir}/data"   # <data stage>/train_suite, heldout_suite, teacher/episodes.jsonl
 # Screens are small to keep the image-token count down (the family's 640x400 -> 240 merged
 # tokens, proof_family.SCREEN); render.max_pixels stays the episode runner's default, so no path
@@ -46,8 +49,8 @@ SUITES = "{workdir}/data"   # <data stage>/train_suite, heldout_suite, teacher/e
 
 def _parse(arg: str | None) -> tuple[str, str]:
   parts = [p for p in (arg or "").split(",") if p]
-  scale = "smoke" if "smoke" in parts else ""
-  kinds = [p for p in parts if p != "smoke"]
+  scale = "smoke" if {"smoke", "tiny"} & set(parts) else ""   # tiny: the team's name for it
+  kinds = [p for p in parts if p not in ("smoke", "tiny")]
   if len(kinds) > 1 or (kinds and kinds[0] not in STAGE_KINDS):
     raise ValueError(f"configs/proof.py arg {arg!r}: expected [<stage kind>,][smoke] with a stage "
                      f"kind from {STAGE_KINDS}")
@@ -74,7 +77,7 @@ def curriculum(scale: str) -> ml_collections.ConfigDict:
                  "rl": f"rl.suite={SUITES}/train_suite",
                  "eval": f"proof.heldout_suite={SUITES}/heldout_suite"}.get(kind, "")
     if name == "eval_init":   # the random init never sees a button: no blind baseline needed
-      overrides += ";proof.modes=t1,greedy"
+      overrides += ";proof.params=init;proof.modes=t1,greedy"
     c.stages[name] = ml_collections.ConfigDict(dict(
         order=i + 1, config="configs/proof.py", arg=",".join(filter(None, (kind, scale))),
         enabled=True, overrides=overrides))
@@ -87,7 +90,7 @@ def _family(c: ml_collections.ConfigDict, smoke: bool) -> None:
       split_seed=0,                               # the split is fixed: never the run's seed
       train_per_template=2 if smoke else -1,      # -1: every train instance
       heldout_per_template=1 if smoke else -1,    # -1: every held-out instance
-      teacher_workers=2))
+      teacher_workers=2 if smoke else 6))   # episodes mostly wait on X and the apps
 
 
 def _env(c: ml_collections.ConfigDict, smoke: bool) -> None:
@@ -110,7 +113,7 @@ def _model_and_data(smoke: bool, name: str) -> ml_collections.ConfigDict:
     c.model[tower].attention_backend = "xla"
   c.data.seq_len = 1536
   c.data.patch_budget = 1024           # one 640x400 screenshot = 960 patches
-  c.data.batch_size = 2 if smoke else 8
+  c.data.batch_size = 2 if smoke else 4
   c.data.render.context_len = c.data.seq_len
   c.data.render.full_responses = 2
   c.data.render.visual_turns = 1
@@ -136,7 +139,7 @@ def sft(smoke: bool) -> ml_collections.ConfigDict:
   del c["synth"]                        # the teacher's episodes only
   c.prep.pack_if_missing = True
   c.prep.heldout_episodes = 0           # held-out *tasks* are evaluated by playing them
-  c.train.total_steps = 3 if smoke else 150
+  c.train.total_steps = 3 if smoke else 120
   c.train.num_epochs = 1
   c.data.num_epochs = -1
   c.optimizer.learning_rate = 3e-3
@@ -182,6 +185,7 @@ def evaluation(smoke: bool) -> ml_collections.ConfigDict:
   c.job = JOBS["eval"]
   c.proof = ml_collections.ConfigDict(dict(
       heldout_suite="",            # the curriculum sets the data stage's suite
+      params="previous",           # previous: the last training stage's; init: random init at seed
       modes="t1,blind" if smoke else "t1,greedy,blind",
       slots=2 if smoke else 6, max_episode_steps=c.rl.max_episode_steps))
   return c

@@ -82,6 +82,9 @@ def evaluate(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, work
   t0 = time.perf_counter()
   p, e = cfg.proof, cfg.env
   tasks = load_suite(p.heldout_suite)
+  if p.params not in ("previous", "init"):
+    raise ValueError(f"config.proof.params={p.params!r}: expected 'previous' or 'init'")
+  previous = previous if p.params == "previous" else ""
   path = served_weights(cfg, previous, os.path.join(stage_dir, "weights"))
   env_cfg = EnvConfig(width=e.width, height=e.height, command_timeout=e.command_timeout,
                       max_output=e.max_output,
@@ -180,9 +183,54 @@ def results(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, workd
   with open(path, "w") as f:
     json.dump(out, f, indent=1)
   plots = write_plots(out, os.path.join(workdir, "plots"))
+  with open(os.path.join(workdir, "results.md"), "w") as f:
+    f.write(results_markdown(out))
   row = {f"{k}_t1": v["summary"]["t1"]["all"]["success"] for k, v in out["evaluations"].items()
          if "t1" in v["summary"]}
   return {"results": path, "plots": plots, "row": row, "wall_s": time.perf_counter() - t0}
+
+
+def _pct(s: dict) -> str:
+  return f"{100 * s['success']:.1f}% [{100 * s['success_lo']:.1f}, {100 * s['success_hi']:.1f}] ({s['solved']}/{s['episodes'] - s['env_errors']})"
+
+
+def results_markdown(res: dict) -> str:
+  """The tables of docs/results.md from one run's results.json."""
+  ev = res.get("evaluations", {})
+  labels = [k for k in ("init", "sft", "rl") if k in ev]
+  lines = ["| checkpoint | mode | success (95% Wilson) | calls/task | calls/solved | out tok/task | "
+           "invalid calls | GUI share | env errors |", "|---|---|---|---|---|---|---|---|---|"]
+  for k in labels:
+    for mode, s in ev[k]["summary"].items():
+      a = s["all"]
+      solved = "-" if a["calls_per_solved_task"] is None else f"{a['calls_per_solved_task']:.2f}"
+      lines.append(f"| {k} | {mode} | {_pct(a)} | {a['calls_per_task']:.2f} | {solved} | "
+                   f"{a['output_tokens_per_task']:.1f} | {100 * a['invalid_call_rate']:.1f}% | "
+                   f"{100 * a['gui_share']:.1f}% | {a['env_errors']} |")
+  templates = sorted({t for k in labels for t in ev[k]["summary"].get("t1", {}).get("template", {})})
+  lines += ["", "| template (T=1) | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+  for group in ("template", "kind"):
+    names = templates if group == "template" else ["terminal", "gui", "hybrid"]
+    for n in names:
+      cells = [_pct(ev[k]["summary"]["t1"][group][n]) if n in ev[k]["summary"].get("t1", {}).get(group, {})
+               else "-" for k in labels]
+      lines.append(f"| {group} {n} | " + " | ".join(cells) + " |")
+  for name, by_mode in res.get("paired", {}).items():
+    for mode, p in by_mode.items():
+      if p.get("instances"):
+        b = p["bootstrap"]
+        lines.append(f"\n{name} ({mode}, {p['instances']} paired instances): {100 * p['success_a']:.1f}% -> "
+                     f"{100 * p['success_b']:.1f}%, diff {100 * b['diff']:+.1f} points "
+                     f"[{100 * b['lo']:+.1f}, {100 * b['hi']:+.1f}], bootstrap p = {b['p_value']:.4f}, "
+                     f"exact McNemar p = {p['mcnemar']['p_value']:.4g} "
+                     f"(only before {p['mcnemar']['only_a']}, only after {p['mcnemar']['only_b']})")
+  for k, b in res.get("blind", {}).items():
+    p = b["paired"]
+    if p.get("instances"):
+      lines.append(f"\n{k}: seeing vs screenshot-blind on {p['instances']} GUI/hybrid instances (T=1): "
+                   f"{100 * p['success_a']:.1f}% vs {100 * p['success_b']:.1f}%, "
+                   f"exact McNemar p = {p['mcnemar']['p_value']:.4g}")
+  return "\n".join(lines) + "\n"
 
 
 def write_plots(res: dict, out_dir: str) -> list[str]:

@@ -1,0 +1,73 @@
+"""The proof's held-out figures from episode rows, and the screenshot-blind policy."""
+from __future__ import annotations
+
+import base64
+import io
+import types
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from mage_jax.agent import proof_eval
+
+
+def row(mode, task, template, kind, success, calls, tokens, invalid=0, gui=0, term=0, env_error=False):
+  return {"mode": mode, "task_id": task, "template": template, "kind": kind, "success": success,
+          "score": float(success), "model_calls": calls, "output_tokens": tokens, "invalid_calls": invalid,
+          "gui_actions": gui, "terminal_actions": term, "env_error": env_error, "status": "terminated",
+          "error": ""}
+
+
+def test_summarize_by_hand():
+  rows = [row("t1", "a", "make_file", "terminal", True, 2, 100, term=1),
+          row("t1", "b", "make_file", "terminal", False, 4, 300, invalid=2, term=2),
+          row("t1", "c", "click_colour", "gui", True, 2, 80, gui=1),
+          row("t1", "d", "click_colour", "gui", False, 3, 90, env_error=True),
+          row("greedy", "a", "make_file", "terminal", False, 1, 10)]
+  s = proof_eval.summarize(rows)
+  a = s["t1"]["all"]
+  # env errors are left out of the rates (and counted)
+  assert (a["episodes"], a["env_errors"], a["solved"]) == (4, 1, 2)
+  assert a["success"] == pytest.approx(2 / 3)
+  assert a["calls_per_task"] == pytest.approx(8 / 3) and a["calls_per_solved_task"] == pytest.approx(2.0)
+  assert a["output_tokens_per_task"] == pytest.approx(480 / 3)
+  assert a["invalid_call_rate"] == pytest.approx(2 / 8)
+  assert a["gui_share"] == pytest.approx(1 / 4) and a["terminal_share"] == pytest.approx(3 / 4)
+  assert s["t1"]["template"]["make_file"]["success"] == 0.5 and s["t1"]["kind"]["gui"]["episodes"] == 2
+  assert s["greedy"]["all"]["calls_per_solved_task"] is None and "blind" not in s
+  assert proof_eval.outcomes(rows, "t1") == {"a": 1, "b": 0, "c": 1, "d": 0}
+
+
+def test_blind_policy_sends_blank_screens_of_the_same_size():
+  from mage_jax.agent.episode import PolicyRequest
+  from mage_jax.data.images import num_image_tokens
+  from mage_jax.data.tokenizer import load_tokenizer
+  from mage_jax.models.config import IMAGE_PAD_ID
+  from mage_jax.rl.rollout_client import Completion
+  from mage_jax.rl.rollouts import RolloutContext
+  shot = np.full((64, 96, 3), 200, np.uint8)
+  n = num_image_tokens(64, 96)
+  text = ("<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\nClick red.<|vision_start|>"
+          + "<|image_pad|>" * n + "<|vision_end|><|im_end|>\n<|im_start|>assistant\n")
+  prompt = load_tokenizer("").encode(text)
+  sent = []
+
+  class Client:
+    base_url = "fake"
+
+    def chat(self, messages, **kw):
+      sent.append(messages)
+      return Completion(text="x", token_ids=[5], logprobs=[-1.0], prompt_token_ids=list(prompt),
+                        finish_reason="stop")
+  req = PolicyRequest(types.SimpleNamespace(id="gui"), 1, types.SimpleNamespace(id="e"),
+                      np.asarray(prompt), [shot], lambda a: a)
+  pol = proof_eval.BlindPolicy(RolloutContext(Client(), lambda: 0), "gui", "e")
+  pol.act(req)
+  urls = [p["image_url"]["url"] for m in sent[0] if isinstance(m["content"], list)
+          for p in m["content"] if p["type"] == "image_url"]
+  assert len(urls) == 1
+  img = np.asarray(Image.open(io.BytesIO(base64.b64decode(urls[0].split(",", 1)[1]))))
+  assert img.shape == shot.shape and not img.any()          # blank, same size
+  assert pol.samples[0].prompt_ids.count(IMAGE_PAD_ID) == n and not pol.samples[0].images[0].any()
+  assert req.images[0].min() == 200                          # the seeing request is untouched
