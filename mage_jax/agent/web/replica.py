@@ -15,6 +15,7 @@ Checkers open the copy read-only from the harness (`query`).
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
 import shutil
@@ -61,7 +62,9 @@ def _template(app: str) -> str:
       spec = importlib.util.spec_from_file_location("mage_web_server", SERVER_SOURCE)
       mod = importlib.util.module_from_spec(spec)
       spec.loader.exec_module(mod)
-      path = os.path.join(tempfile.mkdtemp(prefix="mage_web_template_"), f"{app}.sqlite")
+      d = tempfile.mkdtemp(prefix="mage_web_template_")
+      atexit.register(shutil.rmtree, d, True)
+      path = os.path.join(d, f"{app}.sqlite")
       mod.create_db(app, path)
       _TEMPLATES[app] = path
     return _TEMPLATES[app]
@@ -98,7 +101,9 @@ def start(sb, app: str, port: int | None = None) -> Replica:
   os.chmod(db, 0o600)
   # forked from this thread, not the sandbox's spawner: on cgroup v1 that thread sits in the
   # sandbox's cgroup, and the server is no part of the workload
-  proc = subprocess.Popen(_server_argv(sb, app, db, port), pass_fds=sb._held_fds(), stdin=subprocess.DEVNULL,
+  # only the namespace fds nsenter needs: not the sandbox's root fd or its other namespaces
+  fds = (sb._ns["net"],) + ((sb._outer_userns,) if sb._outer_userns is not None else ())
+  proc = subprocess.Popen(_server_argv(sb, app, db, port), pass_fds=fds, stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=sandbox_lib.HARNESS_ENV,
                           start_new_session=True)
   sb._services.append(proc)           # killed by the sandbox's close, like Xvfb
