@@ -95,6 +95,34 @@ def schema_of(value: Any, top: bool = True) -> dict[str, Any]:
   raise TypeError(f"no JSON schema for {type(value).__name__}")
 
 
+_NO_TEXT = ("mkdir", "script", "app", "png", "pdf")   # preparers whose files hold no parameter text
+
+
+def _leaves(value: Any) -> list[str]:
+  if isinstance(value, dict):  # a database's column declarations are not its data
+    return [x for k, v in value.items() if k != "columns" for x in _leaves(v)]
+  if isinstance(value, list):
+    return [x for v in value for x in _leaves(v)]
+  return [str(value)]
+
+
+def derived_mentions(build: Callable[[dict[str, Any]], dict[str, Any]]):
+  """The default `mentions`: for each prepared file, the parameter values that the instruction
+  mentions and that the file's preparer spec writes (the file-level gate checks they got there)."""
+  def mentions(params: dict[str, Any]) -> dict[str, list[str]]:
+    fields = build(params)
+    named = sorted({v for v in _leaves(params) if len(v) >= 2 and v in fields["instruction"]})
+    out = {}
+    for step in fields["setup"]:
+      if "path" in step and step["type"] not in _NO_TEXT:
+        text = "\n".join(_leaves({k: v for k, v in step.items() if k not in ("type", "path")}))
+        hits = [v for v in named if v in text]
+        if hits:
+          out[step["path"]] = hits[:4]
+    return out
+  return mentions
+
+
 def define(id: str, description: str, sample: Callable[[random.Random], dict[str, Any]],
            build: Callable[[dict[str, Any]], dict[str, Any]], kind: str = "terminal",
            apps: tuple[str, ...] = ("shell",),
@@ -105,4 +133,4 @@ def define(id: str, description: str, sample: Callable[[random.Random], dict[str
     raise skill_lib.TaxonomyError(f"skill {id}: sampled params do not round-trip through JSON")
   return skill_lib.register(skill_lib.Skill(
       id=id, description=description, kind=kind, apps=tuple(apps), sample=sample, build=build,
-      param_schema=schema_of(example), mentions=mentions or (lambda params: {})))
+      param_schema=schema_of(example), mentions=mentions or derived_mentions(build)))

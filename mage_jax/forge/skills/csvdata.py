@@ -77,7 +77,7 @@ define("csv.aggregate.column_mean", "Print the mean of a column rounded to two d
 
 # ---- filter ------------------------------------------------------------------------------------
 define("csv.filter.rows_above", "Keep the rows whose number exceeds a threshold",
-       lambda r: {"rows": _items(r, 8), "limit": 10},
+       lambda r: (lambda rows: {"rows": rows[:3] + [[rows[3][0], 10, rows[3][2]]] + rows[4:], "limit": 10})(_items(r, 8)),
        lambda p: package(f"Write bulk.csv with the header and the rows of stock.csv whose qty is "
                          f"greater than {p['limit']}, in their original order.", _csv("stock.csv", p["rows"]),
                          _eq("bulk.csv", p["rows"][:1] + [r for r in p["rows"][1:] if r[1] > p["limit"]]),
