@@ -18,8 +18,8 @@ import pytest
 from mage_jax.agent.tasks import package as pk
 from mage_jax.forge import skill as skill_lib
 from mage_jax.forge.llm import validate_schema
-from mage_jax.forge.skillcheck import gate_skills, sample_package, summary
-from mage_jax.forge.skills import load_all, taxonomy_from_registry
+from mage_jax.forge.skillcheck import gate_skills, summary
+from mage_jax.forge.skills import load_all, package_dict, taxonomy_from_registry
 from tests._agent_helpers import local_env, needs_sandbox
 
 REG = load_all()
@@ -76,8 +76,7 @@ def test_every_skill_builds_a_valid_package_with_references_and_a_near_miss():
   for sid, s in REG.items():
     params = s.sample(random.Random(7))
     validate_schema(params, s.param_schema)
-    d = sample_package(s, seed=7)
-    p = pk.package_from_dict(d, source=sid)
+    p = pk.package_from_dict(package_dict(s, params, sid), source=sid)
     channels = {r["channel"] for r in p.references}
     assert p.near_miss and p.skills == [sid]
     if s.kind == "terminal":
@@ -91,6 +90,17 @@ def test_every_skill_builds_a_valid_package_with_references_and_a_near_miss():
     t = _template(s, params)
     assert t not in templates, f"{sid} and {templates.get(t)} share an instruction template: {t}"
     templates[t] = sid
+
+
+def test_prepared_files_open_and_hold_their_mentions():
+  from mage_jax.forge import filecheck  # the engine's file-level gate
+  with_mentions = 0
+  for sid, s in REG.items():
+    params = s.sample(random.Random(11))
+    mentions = s.mentions(params)
+    with_mentions += bool(mentions)
+    assert filecheck.check_mentions(filecheck.prepare_and_open(s.build(params)["setup"]), mentions) is None, sid
+  assert with_mentions >= 50
 
 
 def test_sampling_is_seeded_and_varies():
