@@ -51,6 +51,7 @@ def student_episode(ep: tr.Episode, toolset: str, harness: str) -> tr.Episode:
 @dataclasses.dataclass
 class CollectReport:
   episodes: int = 0
+  successes: int = 0              # checker score 1 (kept, or rejected only for an extra tool)
   kept: int = 0
   kept_steps: int = 0
   rejected: collections.Counter = dataclasses.field(default_factory=collections.Counter)
@@ -62,7 +63,7 @@ class CollectReport:
     return self.kept / max(1, self.episodes)
 
   def to_dict(self) -> dict[str, Any]:
-    return {"episodes": self.episodes, "kept": self.kept, "kept_steps": self.kept_steps,
+    return {"episodes": self.episodes, "successes": self.successes, "kept": self.kept, "kept_steps": self.kept_steps,
             "acceptance": round(self.acceptance, 4), "rejected": dict(self.rejected),
             "extra_tool_steps": self.extra_tool_steps, "resumed": self.resumed}
 
@@ -94,6 +95,7 @@ class Collector:
   def _count(self, st: dict[str, Any]) -> None:
     self.done.add(st["episode_id"])
     self.report.episodes += 1
+    self.report.successes += st["status"] != "env_error" and st["score"] >= 1.0
     if st["reason"] is None:
       self.report.kept += 1
       self.report.kept_steps += st["steps"]
@@ -130,7 +132,8 @@ def run_collection(c, workdir: str, progress: bool = True) -> dict[str, Any]:
 
   def on_result(res):
     col.add(res)
-    bar.set_postfix(kept=col.report.kept, success=f"{col.report.acceptance:.0%}")
+    r = col.report
+    bar.set_postfix(success=f"{r.successes / max(1, r.episodes):.0%}", kept=r.kept)
     bar.update(1)
 
   suite.run_suite(c, workdir, tasks, variant, suite.make_policy_factory(c.policy), on_result=on_result,
