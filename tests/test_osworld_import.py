@@ -14,6 +14,7 @@ FIX = os.path.join(os.path.dirname(__file__), "fixtures", "osworld")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OS_IDS = ["7688b85f-87a4-4e4a-b2f8-f3d6c3f29b82", "e0df059f-28a6-4169-924f-b9623e7184cc",
           "cc9d4f34-1ca0-4a1b-8ff2-09302696acb9"]
+WRITER_ID = "3ef2b351-8a84-4ff2-8724-d86eae9b842e"
 CHROME_IDS = ["030eeff7-b492-4218-b312-701ec99ee0cc", "bb5e4c0d-f964-439c-97b6-bdb9747de3f4"]
 
 
@@ -35,8 +36,9 @@ def test_every_fixture_is_imported_or_refused_with_its_reasons(tmp_path):
   task["config"].append({"type": "googledrive", "parameters": {}})
   (src / "custom.json").write_text(json.dumps(task))
   out = tmp_path / "out"
-  report = importer.import_dir(str(src), str(out), references=_refs())
-  assert sorted(r["id"] for r in report["imported"]) == sorted(OS_IDS + CHROME_IDS + ["9656a811-9b5b-4ddf-99c7-5117bcef0626"])
+  report = importer.import_dir(str(src), str(out), cache_dir=os.path.join(FIX, "cache"), references=_refs())
+  assert sorted(r["id"] for r in report["imported"]) == sorted(OS_IDS + CHROME_IDS + [WRITER_ID,
+                                                                                     "9656a811-9b5b-4ddf-99c7-5117bcef0626"])
   refused = {r["id"]: r["reasons"] for r in report["refused"]}
   assert set(refused) == {"01b269ae-2111-4a07-81fd-3fcd711993b0", "5ced85fc-fa1a-4217-95fd-0fb530545ce2",
                           "4783cc41-c03c-4e1b-89b4-50658f642bd5", "custom-metric", "?"}
@@ -56,6 +58,12 @@ def test_every_fixture_is_imported_or_refused_with_its_reasons(tmp_path):
   assert pkg["kind"] == "terminal" and pkg["checker"]["type"] == "osworld"
   chrome = json.loads((out / f"osworld_{CHROME_IDS[0]}" / "task.json").read_text())
   assert chrome["kind"] == "hybrid" and [s["type"] for s in chrome["setup"]] == ["script", "browser"]
+  writer = json.loads((out / f"osworld_{WRITER_ID}" / "task.json").read_text())
+  assert [s["type"] for s in writer["setup"]] == ["script", "osworld_file", "osworld_open"]
+  assert (out / f"osworld_{WRITER_ID}" / "files" / "Constitution_Template_With_Guidelines.docx").is_file()
+  assert {"type": "hotkey", "keys": ["ctrl", "s"]} in writer["checker"]["postconfig"]   # OSWorld's save before reading
+  without_cache = importer.convert(json.loads((src / f"{WRITER_ID}.json").read_text()), "w.json")
+  assert any("not in the local file cache" in r for r in without_cache.reasons)
 
 
 def test_download_step_reads_the_local_cache(tmp_path):
@@ -83,6 +91,7 @@ def test_download_step_reads_the_local_cache(tmp_path):
     ("compare_text_file", b"x\n", b"y\n", 0.0),
     ("compare_csv", b"a,b\n1,2\n", b"a,b\r\n1,2\r\n", 1.0),
     ("check_json_settings", b'{"editor.wordWrapColumn": 50}', {"expected": {"editor.wordWrapColumn": 50}}, 1.0),
+    ("literal_match", "Abc", "abc", 0.0),
 ])
 def test_metrics_match_osworld_semantics(func, result, expected, want):
   assert task_types.METRICS[func](result, expected) == want
@@ -123,3 +132,23 @@ def test_five_fixtures_across_two_apps_pass_the_gates_through_launch_eval(tmp_pa
   episodes = json.load(open(work / "results.json"))["episodes"]   # the scripted reference, run as a policy
   assert sorted(e["task_id"] for e in episodes) == sorted(f"osworld_{i}" for i in ids)
   assert all(e["score"] == 1.0 for e in episodes), episodes
+
+
+def test_document_metrics_read_docx(tmp_path):
+  import io
+  import docx
+  from docx.enum.text import WD_ALIGN_PARAGRAPH
+  def doc(align, font):
+    d = docx.Document()
+    d.add_paragraph("").add_run("Heading").font.name = font
+    d.paragraphs[0].alignment = align
+    d.add_paragraph("").add_run("body").font.name = font
+    buf = io.BytesIO()
+    d.save(buf)
+    return buf.getvalue()
+  m = task_types.METRICS
+  assert m["is_first_line_centered"](doc(WD_ALIGN_PARAGRAPH.CENTER, "Arial"), None) == 1.0
+  assert m["is_first_line_centered"](doc(WD_ALIGN_PARAGRAPH.RIGHT, "Arial"), None) == 0.0
+  assert m["compare_font_names"](doc(None, "Times New Roman"), {"font_name": "Times New Roman"}) == 1.0
+  assert m["compare_font_names"](doc(None, "Arial"), {"font_name": "Times New Roman"}) == 0.0
+  assert m["literal_match"]("Abc", "abc", ignore_case=True) == 1.0

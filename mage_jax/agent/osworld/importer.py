@@ -13,7 +13,9 @@ options, postconfig, conj}. What maps where (docs/osworld_import.md):
   config download      `osworld_file` from the local file cache (--cache: files named by the
                        download's basename, or cache/index.json {url: file}); not cached -> refused
   config activate_window  dropped, noted (the window manager focuses new windows)
-  evaluator            `osworld` / `osworld_output` checker (osworld/task_types.py)
+  evaluator            `osworld` / `osworld_output` checker (osworld/task_types.py); a postconfig
+                       pyautogui hotkey (Ctrl+S before the file is read) becomes a `hotkey` step
+                       the checker presses on the episode's desktop
 A task that can't be imported is refused with every reason (unsupported evaluator or getter,
 network download, Google Drive step, infeasible task ...); nothing is dropped silently, and every
 dropped config step is listed in the imported task's notes.
@@ -33,6 +35,18 @@ from mage_jax.agent.osworld import task_types
 CHROME = ("google-chrome", "chromium", "chromium-browser", "google-chrome-stable")
 _SUDO = re.compile(r"echo\s+'?password'?\s*\|\s*sudo\s+-S\s+|\bsudo\s+(-S\s+)?")
 _NETWORK = re.compile(r"https?://|\bapt(-get)?\s+(install|update)|\bpip3?\s+install|\bsnap\s+install|\bwget\b|\bcurl\b")
+_HOTKEY = re.compile(r"import pyautogui; import time; (?:time\.sleep\([\d.]+\); )?pyautogui\.hotkey\(((?:'\w+'(?:, )?)+)\);"
+                     r"(?: time\.sleep\([\d.]+\);)? *")
+
+
+def _hotkey(params: dict) -> list[str] | None:
+  """The keys of a `python -c "import pyautogui; ... pyautogui.hotkey(...)"` step, else None."""
+  cmd = params.get("command")
+  code = cmd[cmd.index("-c") + 1] if isinstance(cmd, list) and "-c" in cmd[:-1] else None
+  m = _HOTKEY.fullmatch(code.strip()) if isinstance(code, str) else None
+  return re.findall(r"'(\w+)'", m[1]) if m else None
+
+
 HOME_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos")
 
 
@@ -68,7 +82,7 @@ def _command(params: dict) -> tuple[str, bool]:
   return (cmd if isinstance(cmd, str) else shlex.join(str(c) for c in cmd)), shell or isinstance(cmd, str)
 
 
-def _setup_step(step: dict, i: int, res: Result, cache: _Cache) -> dict | None:
+def _setup_step(step: dict, i: int, res: Result, cache: _Cache) -> dict | list[dict] | None:
   t, p = step.get("type"), step.get("parameters") or {}
   where = f"config[{i}] ({t})"
   if t == "launch":
@@ -104,6 +118,7 @@ def _setup_step(step: dict, i: int, res: Result, cache: _Cache) -> dict | None:
   elif t == "sleep":
     return {"type": "script", "script": f"sleep {min(float(p.get('seconds', 1)), 10.0):g}"}
   elif t == "download":
+    out = []
     for f in p.get("files", []):
       host = cache.find(f.get("url", ""), f.get("path", ""))
       if host is None:
@@ -111,7 +126,8 @@ def _setup_step(step: dict, i: int, res: Result, cache: _Cache) -> dict | None:
         continue
       name = f"files/{os.path.basename(f['path'])}"
       res.files[name] = host
-      return {"type": "osworld_file", "path": f["path"], "src": name}
+      out.append({"type": "osworld_file", "path": f["path"], "src": name})
+    return out
   elif t == "activate_window":
     res.notes.append(f"{where}: dropped (the window manager focuses new windows)")
   elif t == "googledrive":
@@ -150,8 +166,15 @@ def _checker(ev: dict, res: Result) -> dict | None:
   post = []
   for j, step in enumerate(ev.get("postconfig") or []):
     t = step.get("type")
+    cmd = _command(step.get("parameters") or {})[0] if t in ("execute", "command", "launch") else ""
+    if "pyautogui" in cmd:
+      keys = _hotkey(step.get("parameters") or {})
+      if keys is None:
+        res.reasons.append(f"evaluator.postconfig[{j}]: pyautogui step other than one hotkey ({cmd[:80]!r})")
+      else:   # e.g. Ctrl+S before the file is read: pressed on the episode's desktop by the checker
+        post.append({"type": "hotkey", "keys": keys})
+      continue
     if t in ("sleep", "execute", "command", "launch"):
-      cmd = _command(step.get("parameters") or {})[0] if t != "sleep" else ""
       if t == "launch" and os.path.basename(shlex.split(cmd)[0] if cmd else "") in CHROME:
         res.notes.append(f"evaluator.postconfig[{j}]: dropped the browser relaunch (the checker reads its profile)")
         continue
@@ -183,7 +206,9 @@ def convert(task: Any, source: str, cache_dir: str | None = None,
   cache = _Cache(cache_dir)
   # OSWorld's VM user has the usual XDG folders; its tasks assume ~/Desktop exists
   setup = [{"type": "script", "script": "mkdir -p " + " ".join(f"~/{d}" for d in HOME_DIRS)}]
-  setup += [s for i, step in enumerate(task.get("config") or []) if (s := _setup_step(step, i, res, cache))]
+  for i, step in enumerate(task.get("config") or []):
+    specs = _setup_step(step, i, res, cache)
+    setup += specs if isinstance(specs, list) else [specs] if specs else []
   checker = _checker(task["evaluator"], res) if isinstance(task["evaluator"], dict) else None
   if checker is None and not res.reasons:
     res.reasons.append("evaluator must be an object")

@@ -11,7 +11,7 @@ Checker (`osworld_output` when a metric reads the terminal output, so the output
     vm_terminal_output (the last bash call's output), vm_file, list_directory, and the Chrome
     preference getters (enable_do_not_track, enable_enhanced_safety_browsing, default_search_engine,
     profile_name; Chromium's profile in ~/.config/chromium stands in for google-chrome's).
-    Metrics: METRICS below. postconfig: sleep and execute/command/launch steps run first.
+    Metrics: METRICS below. postconfig: sleep, hotkey (pressed on the desktop) and execute/command/launch steps run first.
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from mage_jax.agent.sandbox import sandbox_env
 from mage_jax.agent.tasks import checkers, preparers
 
 CHROME_PREFS = "/home/user/.config/chromium/Default/Preferences"
+HOTKEY_SETTLE = 2.0   # s after a postconfig hotkey (a save) before the file is read
 
 
 # ---- result getters ------------------------------------------------------------------------------
@@ -130,7 +131,11 @@ NEEDS_FILE = {"file_contains", "check_line_number", "compare_text_file", "compar
 def _postconfig(ctx, steps: list[dict]) -> None:
   for step in steps:
     p = step.get("parameters", {})
-    if step["type"] == "sleep":
+    if step["type"] == "hotkey":   # OSWorld's pyautogui Ctrl+S before reading a file
+      if getattr(ctx, "desktop", None) is not None:
+        ctx.desktop.key_combo(step["keys"])
+        time.sleep(HOTKEY_SETTLE)
+    elif step["type"] == "sleep":
       time.sleep(min(float(p["seconds"]), 10.0))
     elif step["type"] in ("execute", "command", "launch"):
       _run(ctx, p["command"], str(p.get("shell", False)).lower() == "true")
