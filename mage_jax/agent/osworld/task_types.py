@@ -25,7 +25,7 @@ import subprocess
 import time
 from typing import Any, Callable
 
-from mage_jax.agent.sandbox import sandbox_env
+from mage_jax.agent.sandbox import Unreadable, sandbox_env
 from mage_jax.agent.tasks import checkers, preparers
 
 CHROME_PREFS = "/home/user/.config/chromium/Default/Preferences"
@@ -37,8 +37,11 @@ def _run(ctx, command: Any, shell: bool) -> str:
   argv = ["/bin/sh", "-c", command] if shell or isinstance(command, str) else [str(c) for c in command]
   if not shell and isinstance(command, list) and "|" in command:   # OSWorld joins such lists into a shell line
     argv = ["/bin/sh", "-c", " ".join(command)]
-  p = ctx.sandbox.spawn(argv, env=sandbox_env(":0"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT)
+  try:
+    p = ctx.sandbox.spawn(argv, env=sandbox_env(":0"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT)
+  except RuntimeError as e:  # the workload destroyed its sandbox: unreadable state scores 0
+    raise Unreadable(f"cannot run {argv!r}: {e}") from e
   try:
     out, _ = p.communicate(timeout=30)
   except subprocess.TimeoutExpired:
