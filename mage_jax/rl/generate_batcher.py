@@ -1,19 +1,23 @@
-"""Static batching and vLLM's pause semantics for the embedded rollout server.
+"""Continuous batching and vLLM's pause semantics for the embedded rollout server.
 
 Requests are admitted (or held, or refused, while paused) and queued; one worker thread
-runs every queued text request that shares the first one's greedy/sampling kind as a
-single batched `models.sampling.generate`, while the next requests queue behind it.
-A request with images runs alone (its vision inputs are per request). Each row has its
-own key (fold_in(seed key, step)) and its own temperature / top_p, so a request samples
-the same tokens alone or in a batch. Rows and lengths are padded to power-of-two buckets,
-so a server compiles a handful of generate shapes.
+owns a `SlotEngine`: a fixed-shape KV cache of slots (models/slot_decode.py). Between decode
+calls the worker moves queued requests into free slots (one prefill for the text prompts,
+one per request with images), then runs `STEPS` decode steps for every slot and hands the
+tokens out; a request that hit EOS or max_tokens leaves and its slot is reused. So a request
+never waits for a longer one to finish, and the device runs one batch of every live request.
+Each row has its own key (fold_in(key(seed), i) for its token i), temperature, top_p and
+greedy flag, so a request samples the same tokens alone or in a batch. Slot rows, prompt
+lengths and the cache length are padded to power-of-two buckets, so a server compiles a
+handful of shapes. A request stays on the weights it was admitted with: after a reload the
+worker admits nothing until the slots on the old weights have drained.
 
 Pause modes, as vLLM's POST /pause?mode= (vllm/entrypoints/rl/online/api_router.py):
   wait   in-flight requests (running or queued) finish; pause returns once none is left;
   keep   queued requests are frozen and run after /resume (with the weights live then);
-         the running batch finishes first (a jitted generate cannot be frozen mid-way);
+         running requests finish first (their slots drain; nothing new is admitted);
   abort  queued requests come back at once with finish_reason "abort" and no tokens;
-         the running batch finishes (vLLM would cut it short).
+         running requests finish (vLLM would cut them short).
 While paused, new requests wait for /resume (vLLM <= 0.32) or are refused with
 `Paused` (HTTP 503 "Generation is paused", vLLM >= 0.33), per `reject_while_paused`.
 """
@@ -57,8 +61,11 @@ def bucket(n: int, minimum: int) -> int:
   return max(minimum, 1 << max(0, n - 1).bit_length())
 
 
+STEPS = 4   # decode steps per device call: one host round trip (dispatch, fetch) per 4 tokens
+
+
 class GenerateBatcher:
-  """`snapshot()` -> (policy, weight label), read under the lock when a batch starts."""
+  """`snapshot()` -> (policy, weight label), read under the lock when requests are admitted."""
 
   def __init__(self, snapshot: Callable[[], tuple[Any, str]], *, max_batch: int = 32,
                reject_while_paused: bool = False):
@@ -67,7 +74,9 @@ class GenerateBatcher:
     self.queue: collections.deque[Job] = collections.deque()
     self.paused = self.frozen = self.running = self.stopped = False
     self.inflight = 0              # admitted and not finished (queued or running)
-    self.batch_sizes: collections.Counter[int] = collections.Counter()  # requests per batch run
+    # live requests per decode call (and per prefill call that finished every row it admitted)
+    self.batch_sizes: collections.Counter[int] = collections.Counter()
+    self.engine = SlotEngine(max_batch)
     self.thread = threading.Thread(target=self._work, daemon=True, name="generate-batcher")
     self.thread.start()
 
@@ -119,67 +128,212 @@ class GenerateBatcher:
       self.queue.clear()
       self.cond.notify_all()
 
-  def _take_batch(self) -> list[Job]:
-    first = self.queue.popleft()
-    batch = [first]
-    if not first.vision:
-      for job in list(self.queue):
-        if len(batch) >= self.max_batch:
-          break
-        if not job.vision and job.greedy == first.greedy:
-          self.queue.remove(job)
-          batch.append(job)
-    return batch
+  def _admit(self) -> list[Job]:
+    """Queued jobs for the free slots, FIFO (under the lock). Nothing while frozen, nor while
+    slots still run on weights that a reload has replaced."""
+    policy, label = self.snapshot()
+    engine = self.engine
+    if self.frozen or (engine.active and policy is not engine.policy):
+      return []
+    engine.use(policy, label)
+    jobs = []
+    while self.queue and len(jobs) < engine.capacity - engine.active:
+      jobs.append(self.queue.popleft())
+    return jobs
 
   def _work(self) -> None:
+    engine = self.engine
     while True:
       with self.cond:
-        self.cond.wait_for(lambda: self.stopped or (self.queue and not self.frozen))
+        self.cond.wait_for(lambda: self.stopped or engine.active or (self.queue and not self.frozen))
         if self.stopped:
+          engine.fail(RuntimeError("the rollout server stopped before this request finished"))
           return
-        batch = self._take_batch()
+        jobs = self._admit()
         self.running = True
-        policy, label = self.snapshot()
       try:
-        run_batch(policy, batch)
-        for job in batch:
-          job.label = label
+        finished = engine.admit(jobs)
+        if engine.active:
+          self.batch_sizes[engine.active] += 1
+          finished += engine.step()
       except BaseException as e:  # noqa: BLE001 - handed to each waiting request
-        for job in batch:
-          job.error = e
+        finished = engine.fail(e, also=jobs)
       with self.cond:
-        self.running = False
-        self.inflight -= len(batch)
-        self.batch_sizes[len(batch)] += 1
-        for job in batch:
+        self.running = bool(engine.active)
+        self.inflight -= len(finished)
+        for job in finished:
           job.done.set()
         self.cond.notify_all()
 
 
-def run_batch(policy, jobs: list[Job]) -> None:
-  """One batched generate over the jobs' right-padded prompts; fills tokens/logprobs/finish."""
-  import jax
-  import jax.numpy as jnp
-  from mage_jax.models.config import IM_END_ID, PAD_ID
-  from mage_jax.models.sampling import generate
-  rows = bucket(len(jobs), 1)
-  length = bucket(max(len(j.prompt) for j in jobs), 16)
-  tokens = np.full((rows, length), PAD_ID, np.int32)
-  lengths = np.ones(rows, np.int32)       # padding rows: a one-token prompt, output discarded
-  temperature, top_p = np.ones(rows, np.float32), np.ones(rows, np.float32)
-  seeds = np.zeros(rows, np.uint32)
-  for i, j in enumerate(jobs):
-    tokens[i, :len(j.prompt)] = j.prompt
-    lengths[i] = len(j.prompt)
-    temperature[i], top_p[i], seeds[i] = max(j.temperature, 1e-6), j.top_p, j.seed
-  keys = jax.vmap(jax.random.key)(jnp.asarray(seeds))
-  out = generate(policy.model, jnp.asarray(tokens), bucket(max(j.max_tokens for j in jobs), 8),
-                 prompt_lengths=jnp.asarray(lengths), greedy=jobs[0].greedy,
-                 temperature=jnp.asarray(temperature), top_p=jnp.asarray(top_p), rng=keys,
-                 **jobs[0].vision)
-  out_tokens, out_logprobs, out_lengths = (np.asarray(x) for x in (out.tokens, out.logprobs, out.lengths))
-  for i, j in enumerate(jobs):
-    n = min(int(out_lengths[i]), j.max_tokens)
-    j.tokens = [int(t) for t in out_tokens[i, :n]]
-    j.logprobs = [float(x) for x in out_logprobs[i, :n]]
-    j.finish = "stop" if j.tokens and j.tokens[-1] == IM_END_ID else "length"
+class SlotEngine:
+  """Host side of continuous batching: which job sits in which slot of the KV-cache pool,
+  and each row's state (`slot_decode.Rows`); the math is in `models.slot_decode`."""
+
+  def __init__(self, capacity: int, *, eos_id: int | None = None, steps: int = STEPS):
+    from mage_jax.models.config import IM_END_ID
+    self.capacity, self.steps = capacity, steps
+    self.eos_id = IM_END_ID if eos_id is None else eos_id
+    self.policy, self.label, self.split = None, "", None
+    self.pool = None                      # KVCache [rows, max_len], index [rows]
+    self.slots: dict[int, Job] = {}       # slot -> the job generating there
+    self.rows = self._host_rows(0)
+
+  @property
+  def active(self) -> int:
+    return len(self.slots)
+
+  def use(self, policy, label: str) -> None:
+    """The weights (and label) for jobs admitted from now on; callers drain slots first."""
+    if policy is not self.policy:
+      from flax import nnx
+      self.policy, self.split = policy, nnx.split(policy.model)
+    self.label = label
+
+  @staticmethod
+  def _host_rows(n: int) -> dict[str, np.ndarray]:
+    return {"token": np.zeros(n, np.int32), "position": np.zeros(n, np.int32),
+            "count": np.zeros(n, np.int32), "seed": np.zeros(n, np.uint32),
+            "temperature": np.ones(n, np.float32), "top_p": np.ones(n, np.float32),
+            "greedy": np.zeros(n, bool)}
+
+  # ---- pool layout -------------------------------------------------------------------------------
+  def _layout(self, rows: int, max_len: int) -> None:
+    """Resize the pool to rows x max_len, keeping the live slots (compacted when shrinking)."""
+    from mage_jax.models import slot_decode
+    import jax.numpy as jnp
+    if self.pool is None or not self.slots:
+      if self.pool is None or self.pool.segment_ids.shape != (rows, max_len):
+        self.pool = slot_decode.init_pool(self.policy.model, rows, max_len)
+      self.slots, self.rows = {}, self._host_rows(rows)
+      return
+    old = sorted(self.slots) if rows < self.pool.segment_ids.shape[0] else list(range(rows))
+    source = np.full(rows, -1, np.int32)
+    source[:len(old)] = [s if s < self.pool.segment_ids.shape[0] else -1 for s in old]
+    self.pool = slot_decode.relayout(self.pool, jnp.asarray(source), rows=rows, max_len=max_len)
+    new_rows = self._host_rows(rows)
+    slots = {}
+    for new, src in enumerate(source):
+      if src >= 0:
+        for name, values in self.rows.items():
+          new_rows[name][new] = values[src]
+        if src in self.slots:
+          slots[new] = self.slots[src]
+    self.slots, self.rows = slots, new_rows
+
+  @staticmethod
+  def _need(job: Job) -> int:
+    return bucket(len(job.prompt), 16) + job.max_tokens
+
+  # ---- admission: prefill into free slots --------------------------------------------------------
+  def admit(self, jobs: list[Job]) -> list[Job]:
+    """Prefill the jobs into free slots; -> the jobs already finished (max_tokens 1, EOS)."""
+    if not jobs:
+      return []
+    rows = bucket(self.active + len(jobs), 1)
+    need = max(self._need(j) for j in [*jobs, *self.slots.values()])
+    max_len = bucket(need, 64)
+    if self.pool is None or not self.slots:
+      self._layout(rows, max_len)
+    else:
+      have_rows, have_len = self.pool.segment_ids.shape
+      if rows > have_rows or max_len > have_len:
+        self._layout(max(rows, have_rows), max(max_len, have_len))
+    free = iter(s for s in range(self.pool.segment_ids.shape[0]) if s not in self.slots)
+    finished = []
+    text = [j for j in jobs if not j.vision]
+    groups = [text] if text else []
+    groups += [[j] for j in jobs if j.vision]
+    for group in groups:
+      finished += self._prefill(group, [next(free) for _ in group])
+    return finished
+
+  def _prefill(self, jobs: list[Job], slots: list[int]) -> list[Job]:
+    import jax.numpy as jnp
+    from mage_jax.models import slot_decode
+    from mage_jax.models.config import PAD_ID
+    n, length = bucket(len(jobs), 1), bucket(max(len(j.prompt) for j in jobs), 16)
+    tokens = np.full((n, length), PAD_ID, np.int32)
+    lengths = np.ones(n, np.int32)            # padding rows: a one-token prompt, dropped
+    at = np.full(n, self.pool.segment_ids.shape[0], np.int32)   # out of range: dropped
+    params = self._host_rows(n)
+    for i, (job, slot) in enumerate(zip(jobs, slots)):
+      tokens[i, :len(job.prompt)], lengths[i], at[i] = job.prompt, len(job.prompt), slot
+      params["seed"][i], params["greedy"][i] = job.seed, job.greedy
+      params["temperature"][i], params["top_p"][i] = max(job.temperature, 1e-6), job.top_p
+      job.label = self.label
+    vision = jobs[0].vision if len(jobs) == 1 else {}
+    if vision.get("patch_image_ids") is not None:
+      validate = getattr(self.policy.model, "validate_inputs", None)
+      if validate is not None:   # inside jit a token/image count mismatch can't raise
+        validate(tokens[:1], **vision)
+    graphdef, state = self.split
+    token, logp, self.pool = slot_decode.prefill_slots(
+        graphdef, state, self.pool, jnp.asarray(tokens), jnp.asarray(lengths), jnp.asarray(at),
+        jnp.asarray(params["seed"]), jnp.asarray(params["temperature"]),
+        jnp.asarray(params["top_p"]), jnp.asarray(params["greedy"]), vision)
+    token, logp = np.asarray(token), np.asarray(logp)
+    finished = []
+    for i, (job, slot) in enumerate(zip(jobs, slots)):
+      for name in ("seed", "temperature", "top_p", "greedy"):
+        self.rows[name][slot] = params[name][i]
+      self.rows["token"][slot], self.rows["position"][slot] = token[i], len(job.prompt)
+      self.rows["count"][slot] = 1
+      self.slots[slot] = job
+      if self._emit(job, int(token[i]), float(logp[i])):
+        del self.slots[slot]
+        finished.append(job)
+    return finished
+
+  def _emit(self, job: Job, token: int, logp: float) -> bool:
+    """Append one token; True when the job is finished."""
+    job.tokens.append(token)
+    job.logprobs.append(logp)
+    if token == self.eos_id:
+      job.finish = "stop"
+    elif len(job.tokens) >= job.max_tokens:
+      job.finish = "length"
+    return bool(job.finish)
+
+  # ---- decode ------------------------------------------------------------------------------------
+  def step(self) -> list[Job]:
+    """`steps` decode steps for every slot; -> the jobs that finished."""
+    import jax.numpy as jnp
+    from mage_jax.models import slot_decode
+    rows = slot_decode.Rows(**{k: jnp.asarray(v) for k, v in self.rows.items()})
+    graphdef, state = self.split
+    tokens, logps, self.pool = slot_decode.decode_slots(graphdef, state, self.pool, rows,
+                                                         steps=self.steps)
+    tokens, logps = np.asarray(tokens), np.asarray(logps)     # one fetch per call
+    self.rows["position"] += self.steps
+    self.rows["count"] += self.steps
+    self.rows["token"] = tokens[-1].copy()
+    finished = []
+    for slot, job in list(self.slots.items()):
+      for i in range(self.steps):
+        if self._emit(job, int(tokens[i, slot]), float(logps[i, slot])):
+          del self.slots[slot]
+          finished.append(job)
+          break
+    rows = self.pool.segment_ids.shape[0]
+    if self.slots and 4 * len(self.slots) <= rows:    # shrink: a 32-row pool for 2 requests
+      self._layout(bucket(len(self.slots), 1), self.pool.segment_ids.shape[1])
+    return finished
+
+  def fail(self, error: BaseException, also: list[Job] = ()) -> list[Job]:
+    """Every job in a slot (and `also`) gets `error`; the pool is dropped. -> those jobs."""
+    jobs = list(dict.fromkeys([*self.slots.values(), *also]))
+    for job in jobs:
+      job.error = error
+    self.slots, self.pool = {}, None
+    return jobs
+
+
+def run_alone(policy, job: Job, *, eos_id: int | None = None, steps: int = STEPS) -> Job:
+  """Run one job to its end on a fresh engine (what the job gets with no other request)."""
+  engine = SlotEngine(1, eos_id=eos_id, steps=steps)
+  engine.use(policy, "")
+  finished = engine.admit([job])
+  while not finished:
+    finished = engine.step()
+  return job

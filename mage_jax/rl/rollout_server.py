@@ -18,15 +18,15 @@ uses (see rollout_client.py for the protocol facts and their vLLM sources):
 plus one route of ours (vLLM has none): GET /mage/weights -> {"path", "model"}.
 With vllm_behaviour="0.33" each choice also carries `weight_versions`
 [{version, start, end}] (the label of the weights that sampled it), as vLLM 0.33 does.
-Concurrent requests are batched (rl/generate_batcher.py).
+Concurrent requests are batched continuously: they join and leave a running decode
+batch over a KV cache of slots (rl/generate_batcher.py).
 
 Log-probs are those of the processed distribution that was sampled from
 (`models.sampling`: log-softmax of logits / temperature within the top-p
 nucleus), like vLLM's `--logprobs-mode processed_logprobs`; temperature 0 is
 greedy with the raw log-softmax. `top_logprobs` holds only the sampled token
-(alternatives are not computed). Batch rows, prompts and `max_tokens` are padded
-to power-of-two buckets so a server compiles a handful of generate shapes, not one
-per request; each completion is cut back to its own `max_tokens`.
+(alternatives are not computed). Slot rows, prompt lengths and the KV-cache length are
+padded to power-of-two buckets so a server compiles a handful of shapes, not one per request.
 """
 from __future__ import annotations
 

@@ -1,0 +1,105 @@
+"""Continuous-batching math over a fixed-shape KV cache of slots (pure jitted functions).
+
+The embedded rollout server (`rl/generate_batcher.py`) keeps one `KVCache` whose rows are
+slots: a request is prefilled into a free slot, then every active slot advances one token
+per decode step, `steps` steps per call, and a finished request's slot is reused by the next
+one, so requests join and leave between calls without waiting for each other. Each slot
+has its own write index (`KVCache.index` is [S] here, a scalar in `sampling.generate`): the
+decoder runs per slot under `jax.vmap`, each row seeing a one-row cache.
+
+Per-row state lives on the host and travels with each call as small [S] arrays (`Rows`);
+the device keeps only the cache (donated, so it is updated in place). A row's token i
+uses the key fold_in(key(seed), i), its own temperature / top_p / greedy flag, exactly as
+`sampling.generate` with per-row keys, so a request samples the same tokens alone or next to
+any other rows. Rows past their end (EOS, max_tokens, free slots) keep computing; the host
+drops what they produce, which keeps the step branch-free and the shapes fixed.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from flax import nnx, struct
+
+from mage_jax.models.sampling import KVCache, last_logits, prefill, sample_token
+
+
+@struct.dataclass
+class Rows:
+  """Per-slot sampling parameters and decode state, [S] each."""
+  token: jax.Array        # int32: the last sampled token, fed at the next step
+  position: jax.Array     # int32: its position (prompt length + tokens sampled before it)
+  count: jax.Array        # int32: tokens sampled so far (the next token's key index)
+  seed: jax.Array         # uint32: the request's seed; key = jax.random.key(seed)
+  temperature: jax.Array  # float32 (ignored for greedy rows)
+  top_p: jax.Array        # float32
+  greedy: jax.Array       # bool
+
+
+def init_pool(model, rows: int, max_len: int) -> KVCache:
+  cache = model.init_cache(rows, max_len)
+  return cache.replace(index=jnp.zeros((rows,), jnp.int32))
+
+
+@functools.partial(jax.jit, static_argnames=("rows", "max_len"))
+def relayout(cache: KVCache, source: jax.Array, *, rows: int, max_len: int) -> KVCache:
+  """A pool of `rows` x `max_len` whose slot i holds old slot source[i] (-1: empty)."""
+  def move(x, fill):
+    taken = jnp.where((source >= 0).reshape((-1,) + (1,) * (x.ndim - 1)),
+                      x[jnp.maximum(source, 0)], fill)
+    if x.ndim == 1:
+      return taken
+    pad = [(0, 0), (0, max_len - x.shape[1])] + [(0, 0)] * (x.ndim - 2)
+    return jnp.pad(taken, pad)
+  return KVCache(k=tuple(move(k, 0) for k in cache.k), v=tuple(move(v, 0) for v in cache.v),
+                 segment_ids=move(cache.segment_ids, 0), positions=move(cache.positions, 0),
+                 index=move(cache.index, 0))
+
+
+def _keys(seed: jax.Array, count: jax.Array) -> jax.Array:
+  return jax.vmap(lambda s, i: jax.random.fold_in(jax.random.key(s), i))(seed, count)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef",), donate_argnames=("pool",))
+def prefill_slots(graphdef, state, pool: KVCache, tokens, lengths, slots, seed, temperature,
+                  top_p, greedy, vision_inputs):
+  """Prefill right-padded prompts [n, L] into pool rows `slots` [n] (>= S: a padding row,
+  dropped) and sample each row's token 0. -> (token [n], log-prob [n], pool)."""
+  model = nnx.merge(graphdef, state)
+  n = tokens.shape[0]
+  fresh = model.init_cache(n, pool.max_len)
+  logits, fresh = prefill(model, tokens, lengths, fresh, **vision_inputs)
+  token, logp = sample_token(logits, _keys(seed, jnp.zeros_like(lengths)), greedy=greedy,
+                             temperature=temperature, top_p=top_p)
+  put = lambda old, new: old.at[slots].set(new, mode="drop")
+  pool = KVCache(k=tuple(map(put, pool.k, fresh.k)), v=tuple(map(put, pool.v, fresh.v)),
+                 segment_ids=put(pool.segment_ids, fresh.segment_ids),
+                 positions=put(pool.positions, fresh.positions),
+                 index=put(pool.index, jnp.full((n,), fresh.index, jnp.int32)))
+  return token, logp, pool
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "steps"), donate_argnames=("pool",))
+def decode_slots(graphdef, state, pool: KVCache, rows: Rows, *, steps: int):
+  """`steps` decode steps for every slot. -> (tokens [steps, S], log-probs [steps, S], pool)."""
+  model = nnx.merge(graphdef, state)
+
+  def one_slot(embed, position, cache):   # a one-row cache with a scalar index
+    cache = jax.tree.map(lambda x: x[None] if x.ndim else x, cache)
+    hidden, cache = model.decode(embed[None, None], position[None, None],
+                                 jnp.ones((1, 1), jnp.int32), cache)
+    return hidden[0, 0], jax.tree.map(lambda x: x[0] if x.ndim else x, cache)
+
+  def step(carry, _):
+    pool, token, position, count = carry
+    embeds = model.embed_inputs(token[:, None])[:, 0]
+    hidden, pool = jax.vmap(one_slot)(embeds, position, pool)
+    token, logp = sample_token(last_logits(model, hidden), _keys(rows.seed, count),
+                               greedy=rows.greedy, temperature=rows.temperature,
+                               top_p=rows.top_p)
+    return (pool, token, position + 1, count + 1), (token, logp)
+
+  (pool, *_), (tokens, logps) = jax.lax.scan(
+      step, (pool, rows.token, rows.position, rows.count), None, length=steps)
+  return tokens, logps, pool
