@@ -216,8 +216,83 @@ def _impress() -> list[dict[str, Any]]:
   ]
 
 
+# ---- GIMP -----------------------------------------------------------------------------------------
+# GIMP's single window opens at +200+32 (1025x768) with the image at 100% centred on the canvas:
+# a 400x300 image's pixel (0, 0) is at screen (505, 289).
+CANVAS_ORIGIN_400x300 = (505, 289)
+CYAN, RED, WHITE, BLUE, GREEN = [0, 255, 255], [220, 30, 30], [255, 255, 255], [0, 0, 255], [0, 160, 0]
+
+
+def gimp_action(name: str, down: int = 0) -> list[dict[str, Any]]:
+  """Run a menu command through GIMP's action search ("/"): the `down`-th match (a fresh profile
+  has no search history, so the order is fixed; "Flip Horizontally" lists View's flip first)."""
+  return [key("slash"), type_(name)] + [key("Down")] * down + [key("Return")]
+
+
+def gimp_batch(script: str, action: str) -> dict[str, Any]:
+  """A hybrid step: GIMP's batch mode from the terminal, on a copy of the GUI's profile (it holds
+  the plug-in index, so no first-run plug-in query)."""
+  return bash("cd ~ && cp -r /tmp/.mage_profiles/gimp /tmp/gimp-batch && GIMP2_DIRECTORY=/tmp/gimp-batch "
+              f"gimp -i -d -f -b '{script}' -b '(gimp-quit 0)' 2>&1 | tail -3", action)
+
+
+def export_as(name: str) -> list[dict[str, Any]]:
+  """File > Export As: the name, Return (the file chooser), wait for the PNG options dialog (it maps
+  a second after the chooser greys out), Return (its Export)."""
+  return [key("ctrl", "shift", "e"), key("ctrl", "a"), type_(name), key("Return"), wait(2), key("Return")]
+
+
+def _gimp() -> list[dict[str, Any]]:
+  ox, oy = CANVAS_ORIGIN_400x300
+  cyan_setup = [{"type": "png", "path": "cyan.png", "size": [400, 300], "fill": CYAN,
+                 "rects": [[100, 75, 300, 225, RED]]}, office("gimp", "cyan.png")]
+  cyan_check = {"type": "image_props", "path": "cyan.xcf", "size": [280, 210], "alpha": True,
+                "pixels": [{"at": [2, 2], "rgba": [0, 0, 0, 0]}, {"at": [277, 207], "rgba": [0, 0, 0, 0]},
+                           {"at": [140, 105], "rgba": RED + [255]}]}
+  cyan_gui = (gimp_action("Add Alpha Channel") + [key("u"), click_at(ox + 4, oy + 4, "the cyan background"),
+                                                   key("Delete"), key("ctrl", "shift", "a")]
+              + gimp_action("Scale Image") + [key("ctrl", "a"), type_("280\t"), key("alt", "s")]
+              + [key("ctrl", "s"), key("Return")])
+  cyan_batch = ('(let* ((img (car (gimp-file-load RUN-NONINTERACTIVE "cyan.png" "cyan.png"))) '
+                '(layer (car (gimp-image-get-active-layer img)))) (gimp-layer-add-alpha layer) '
+                '(gimp-image-select-contiguous-color img CHANNEL-OP-REPLACE layer 2 2) '
+                '(gimp-drawable-edit-clear layer) (gimp-selection-none img) (gimp-image-scale img SIZE) '
+                '(gimp-file-save RUN-NONINTERACTIVE img layer "cyan.xcf" "cyan.xcf"))')
+  photo_setup = [{"type": "png", "path": "photo.png", "size": [300, 200], "fill": WHITE,
+                  "rects": [[0, 0, 150, 200, BLUE], [0, 0, 40, 40, GREEN]]}, office("gimp", "photo.png")]
+  flip_check = {"type": "all", "checks": [
+      {"type": "image_size", "path": "flipped.png", "size": [300, 200]},
+      {"type": "image_pixels", "path": "flipped.png",
+       "points": [[20, 100, WHITE], [280, 100, BLUE], [280, 20, GREEN], [280, 180, BLUE]]}]}
+  gray_setup = [{"type": "png", "path": "colors.png", "size": [200, 100], "fill": RED,
+                 "rects": [[100, 0, 200, 100, GREEN]]}, office("gimp", "colors.png")]
+  gray_check = {"type": "all", "checks": [{"type": "image_format", "path": "gray.png", "format": "PNG", "mode": "L"},
+                                          {"type": "image_size", "path": "gray.png", "size": [200, 100]}]}
+  return [
+      task("gimp_alpha_cyan_scale",
+           "In GIMP (cyan.png is open), add an alpha channel, clear the cyan background to transparency, scale "
+           "the image to 280x210 and save it as cyan.xcf.",
+           cyan_setup, cyan_check, cyan_gui,
+           [gimp_batch(cyan_batch.replace("SIZE", "280 210"), "Do it all in GIMP's batch mode")],
+           [gimp_batch(cyan_batch.replace("SIZE", "300 225"), "Batch mode, scaled to the wrong size")],
+           ["gimp"], ["alpha", "select", "scale"]),
+      task("gimp_flip_export",
+           "In GIMP (photo.png is open), flip the image horizontally and export it as flipped.png.",
+           photo_setup, flip_check, gimp_action("Flip Horizontally", down=1) + export_as("flipped.png"),
+           [py("from PIL import Image, ImageOps\nImageOps.mirror(Image.open('photo.png')).save('flipped.png')",
+               "Mirror with PIL")],
+           gimp_action("Flip Vertically", down=1) + export_as("flipped.png"), ["gimp"], ["transform", "export"]),
+      task("gimp_grayscale_export",
+           "In GIMP (colors.png is open), convert the image to grayscale mode and export it as gray.png.",
+           gray_setup, gray_check, gimp_action("Grayscale") + export_as("gray.png"),
+           [py("from PIL import Image\nImage.open('colors.png').convert('L').save('gray.png')",
+               "Convert with PIL")],
+           export_as("gray.png"), ["gimp"], ["color_mode", "export"]),
+  ]
+
+
 def realapp_task_dicts() -> list[dict[str, Any]]:
-  return _calc() + _writer() + _impress()
+  return _calc() + _writer() + _impress() + _gimp()
 
 
 def realapp_packages() -> list[TaskPackage]:
