@@ -58,12 +58,12 @@ define("csv.aggregate.group_sum", "Sum a numeric column per category into a new 
        apps=A, mentions=_head("sales.csv", lambda p: p["rows"]))
 
 define("csv.aggregate.count_per_value", "Count rows per value of a column",
-       lambda r: {"rows": [["name", "city"]] + [[n, r.choice(CITIES[:3])] for n in distinct(r, NAMES, 9)]},
+       lambda r: {"rows": [["name", "city"]] + [[n, c] for n, c in zip(distinct(r, NAMES, 9), CITIES[:2] + r.choices(CITIES[:3], k=7))]},
        lambda p: package("From people.csv write counts.csv with header city,count and one row per city (sorted by city) "
                          "holding how many people live there.", _csv("people.csv", p["rows"]),
                          _eq("counts.csv", [["city", "count"]] + sorted(
                              [c, n] for c, n in collections.Counter(r[1] for r in p["rows"][1:]).items())),
-                         [_pd("d = pd.read_csv('people.csv')\nd.city.value_counts().rename('count').rename_axis('city').to_csv('counts.csv')")],
+                         [_pd("d = pd.read_csv('people.csv')\nd.groupby('city').size().sort_index(ascending=False).rename('count').to_csv('counts.csv')")],
                          terminal=[_pd("d = pd.read_csv('people.csv')\nd.groupby('city').size().rename('count').to_csv('counts.csv')")]),
        apps=A)
 
