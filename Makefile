@@ -9,7 +9,7 @@ ENGINE := .venv-engine
 ENGINE_STAMP := $(ENGINE)/.installed
 DEMO_DIR ?= workdirs/demo
 
-.PHONY: setup setup-test system-deps engine demo test bench clean
+.PHONY: setup setup-test system-deps system-apps eval-apps engine demo test bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,27 @@ $(SYS_STAMP): | $(BIN)/python
 	else echo "system-deps: not root or no apt-get; Xvfb/bubblewrap must already be installed"; fi
 	touch $@
 
+# Real applications for the desktop tasks (mage_jax/agent/apps.py, the realapps suite): LibreOffice
+# Calc/Writer/Impress, GIMP and the openbox window manager. `make test` and `make eval-apps`
+# install them, `make demo` does not. About 2.5 min of apt on a fresh machine, ~700 MB.
+APPS_STAMP := .venv/.installed-apps
+APPS_PKGS := libreoffice-calc libreoffice-writer libreoffice-impress gimp openbox fonts-dejavu-core
+$(APPS_STAMP): | $(BIN)/python
+	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  dpkg -s $(APPS_PKGS) >/dev/null 2>&1 || { (apt-get update -qq || true) && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(APPS_PKGS) >/dev/null; }; \
+	else echo "system-apps: not root or no apt-get; the real-application tests skip unless the apps are installed"; fi
+	touch $@
+
+system-apps: $(APPS_STAMP)
+
+# The channel ablation's suite through launch.eval, GUI-only then hybrid (docs/tasks.md).
+eval-apps: setup $(APPS_STAMP)
+	$(BIN)/python -m launch.eval --config=configs/eval.py:scripted --config.suite=realapps \
+	  --config.policy.which=reference:gui --config.episode.toolset=gui --workdir=workdirs/eval_realapps_gui
+	$(BIN)/python -m launch.eval --config=configs/eval.py:scripted --config.suite=realapps \
+	  --config.policy.which=reference:hybrid --workdir=workdirs/eval_realapps_hybrid
+
 # The rollout engine (vLLM's CPU build) in its own venv: it pins
 # transformers<5.20. Its torchvision/torchaudio/torchcodec do not load against
 # the CPU torch, and the Mage-VL plugin (mage_vllm/) installs when present.
@@ -51,7 +72,7 @@ $(ENGINE_STAMP): requirements-engine.txt $(wildcard mage_vllm/pyproject.toml)
 engine: $(ENGINE_STAMP)
 
 setup: $(STAMP) $(SYS_STAMP)
-setup-test: setup $(TEST_STAMP) $(ENGINE_STAMP)
+setup-test: setup $(TEST_STAMP) $(ENGINE_STAMP) $(APPS_STAMP)
 
 demo: setup
 	$(BIN)/python -m launch.curriculum --config=configs/mage_vl_cowork.py:tiny --workdir=$(DEMO_DIR)

@@ -32,7 +32,9 @@ def make_policy_factory(p):
 def load_tasks(c):
   from mage_jax.agent.tasks.builtin import builtin_packages
   from mage_jax.agent.tasks.package import load_suite
-  tasks = builtin_packages() if c.suite == "builtin" else load_suite(c.suite)
+  from mage_jax.agent.tasks.realapps.suite import realapp_packages
+  tasks = (builtin_packages() if c.suite == "builtin" else realapp_packages() if c.suite == "realapps"
+           else load_suite(c.suite))
   if c.tasks:
     wanted = c.tasks.split(",")
     missing = set(wanted) - {t.id for t in tasks}
