@@ -112,6 +112,7 @@ def test_compare_table_reads_cell_values(tmp_path):
 
 
 @needs_sandbox
+@pytest.mark.slow
 def test_five_fixtures_across_two_apps_pass_the_gates_through_launch_eval(tmp_path):
   ids = OS_IDS + (CHROME_IDS if os.path.exists("/usr/lib/chromium/chromium") else [])
   if len(ids) < 5:

@@ -94,6 +94,7 @@ def _run_gui_reference(path):
 @needs_sandbox
 @needs_cgroup
 @needs_chromium
+@pytest.mark.slow
 def test_forum_task_gui_reference_drives_chromium():
   score, start = _run_gui_reference(os.path.join(TASKS, "web_forum_reply_arm.json"))
   print(f"forum episode start-up (sandbox + Xvfb + openbox + server + Chromium): {start:.1f} s")
@@ -103,6 +104,7 @@ def test_forum_task_gui_reference_drives_chromium():
 @needs_sandbox
 @needs_cgroup
 @needs_chromium
+@pytest.mark.slow
 def test_shop_task_passes_every_gate():
   res = check_package(load_package(os.path.join(TASKS, "web_shop_buy_kettles.json")), lambda: LocalEnv(CFG))
   print(res, res.scores, f"{res.seconds:.0f} s")

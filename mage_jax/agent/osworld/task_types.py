@@ -29,6 +29,7 @@ from mage_jax.agent.sandbox import Unreadable, sandbox_env
 from mage_jax.agent.tasks import checkers, preparers
 
 CHROME_PREFS = "/home/user/.config/chromium/Default/Preferences"
+POSTCONFIG_SLEEP_CAP = 2.0   # s; the checker runs on every score (gates score an episode ~6 times)
 HOTKEY_SETTLE = 2.0   # s after a postconfig hotkey (a save) before the file is read
 
 
@@ -138,8 +139,8 @@ def _postconfig(ctx, steps: list[dict]) -> None:
       if getattr(ctx, "desktop", None) is not None:
         ctx.desktop.key_combo(step["keys"])
         time.sleep(HOTKEY_SETTLE)
-    elif step["type"] == "sleep":
-      time.sleep(min(float(p["seconds"]), 10.0))
+    elif step["type"] == "sleep":   # OSWorld waits for its VM; a local sandbox settles in far less
+      time.sleep(min(float(p["seconds"]), POSTCONFIG_SLEEP_CAP))
     elif step["type"] in ("execute", "command", "launch"):
       _run(ctx, p["command"], str(p.get("shell", False)).lower() == "true")
 
