@@ -144,7 +144,8 @@ class LocalEnv(Env):
     self.sandbox.write_file(path, json.dumps(config).encode())
     proc = self.desktop.launch(["python", f"{APPS_DIR}/tkapps.py", path])
     deadline = time.monotonic() + self.config.app_timeout
-    while self.sandbox.read_file(f"{LAYOUT_DIR}/{name}.json") is None:
+    # under a window manager the first layout is written before the window is mapped: "{}"
+    while self.sandbox.read_file(f"{LAYOUT_DIR}/{name}.json") in (None, b"{}"):
       if proc.poll() is not None:
         raise preparers.SetupError(f"app {name!r} exited with {proc.returncode} before showing its window")
       if time.monotonic() > deadline:
