@@ -109,14 +109,14 @@ def test_shop_task_passes_every_gate():
   res = check_package(load_package(os.path.join(TASKS, "web_shop_buy_kettles.json")), lambda: LocalEnv(CFG))
   print(res, res.scores, f"{res.seconds:.0f} s")
   assert res.passed, res
-  assert res.scores["reference"] == res.scores["reference[terminal]"] == 1.0 and res.scores["near_miss"] < 1.0
+  assert res.scores["reference"] == res.scores["reference[hybrid]"] == 1.0 and res.scores["near_miss"] < 1.0
   assert {o.name for o in res.exploits if o.score == 0.0} >= {"click_spray_reading_order", "click_spray_reverse_order",
                                                                "create_named_paths"}
 
 
-def test_every_web_package_loads_with_gui_and_terminal_references():
+def test_every_web_package_loads_with_gui_and_hybrid_references():
   names = sorted(os.listdir(TASKS))
   assert len([n for n in names if n.startswith("web_shop")]) >= 3 and len([n for n in names if n.startswith("web_forum")]) >= 3
   for n in names:
     pkg = load_package(os.path.join(TASKS, n))
-    assert pkg.reference_for("gui") and pkg.reference_for("terminal") and pkg.near_miss, n
+    assert pkg.reference_for("gui") and pkg.reference_for("hybrid") and pkg.near_miss, n
