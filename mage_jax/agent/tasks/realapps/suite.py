@@ -92,10 +92,9 @@ wb.save("banner.xlsx")"""
                 + cells("A2:E6") + [click_at(*INSERT_CHART, "Insert Chart"), key("Return"),
                                     key("Escape"), key("Escape"), SAVE])
   total_check = {"type": "xlsx_values", "path": "sales.xlsx", "cells": {"A7": "Total", "B7": 555, "B4": 310}}
-  bold_check = {"type": "all", "checks": [
-      {"type": "xlsx_style", "path": "sales.xlsx", "cells": {"A1": {"bold": True}, "B1": {"bold": True},
-                                                              "A2": {"bold": False}}},
-      {"type": "xlsx_values", "path": "sales.xlsx", "cells": {"A1": "Item", "B6": 62}}]}
+  # one check, not `all` of a format and a data check: the untouched file would earn the data half
+  bold_check = {"type": "xlsx_style", "path": "sales.xlsx", "cells": {"A1": {"bold": True}, "B1": {"bold": True},
+                                                                       "A2": {"bold": False}}}
   return [
       task("calc_banner_chart",
            "In banner.xlsx (open in Calc), merge the two empty banner ranges above the month columns (B1:C1 "
@@ -140,20 +139,17 @@ def _docx_py(body: str) -> str:
 
 def _writer() -> list[dict[str, Any]]:
   setup = [{"type": "docx", "path": "report.docx", "paragraphs": REPORT}, office("writer", "report.docx")]
-  same = {"type": "docx_paragraphs", "path": "report.docx", "paragraphs": REPORT}
   return [
       task("writer_heading",
            "In report.docx (open in Writer), make the first paragraph a Heading 1 and save the file in Word format.",
-           setup, {"type": "all", "checks": [same, {"type": "docx_style", "path": "report.docx",
-                                                     "text": REPORT[0], "style": "Heading 1"}]},
+           setup, {"type": "docx_style", "path": "report.docx", "text": REPORT[0], "style": "Heading 1"},
            [key("ctrl", "Home"), key("ctrl", "1"), SAVE],
            [py(_docx_py("ps[0].style = d.styles['Heading 1']"), "Set the style with python-docx")],
            [key("ctrl", "Home"), key("ctrl", "2"), SAVE], ["writer"], ["paragraph_style"]),
       task("writer_bold_paragraph",
            "In report.docx (open in Writer), make the paragraph about the north region bold and save the file "
            "in Word format.",
-           setup, {"type": "all", "checks": [same, {"type": "docx_style", "path": "report.docx",
-                                                     "text": REPORT[2], "bold": True}]},
+           setup, {"type": "docx_style", "path": "report.docx", "text": REPORT[2], "bold": True},
            [key("ctrl", "Home"), key("Down"), key("Down"), key("shift", "End"), key("ctrl", "b"), SAVE],
            [py(_docx_py("for r in ps[2].runs: r.bold = True"), "Bold the paragraph with python-docx")],
            [key("ctrl", "Home"), key("Down"), key("shift", "End"), key("ctrl", "b"), SAVE],
