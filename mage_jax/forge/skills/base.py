@@ -14,7 +14,7 @@ from mage_jax.agent.tasks.builtin.suite import DONE, H, app, bash, click, drag, 
 from mage_jax.forge import skill as skill_lib
 
 __all__ = ["DONE", "H", "app", "bash", "click", "drag", "fill", "key", "move", "scroll", "type_", "wait",
-           "py", "package", "define", "domain", "capability", "schema_of", "distinct", "csv_text",
+           "py", "package", "define", "domain", "capability", "schema_of", "distinct", "csv_text", "against_order",
            "WORDS", "NAMES", "CITIES", "ITEMS", "CATEGORIES", "COLORS"]
 
 WORDS = ["amber", "birch", "cobalt", "delta", "ember", "falcon", "garnet", "harbor", "indigo", "jasper",
@@ -47,6 +47,13 @@ def py(code: str, action: str | None = None) -> dict[str, Any]:
 
 def distinct(r: random.Random, pool: list[Any], k: int) -> list[Any]:
   return r.sample(pool, k)
+
+
+def against_order(values: list[Any], largest_first: bool) -> list[Any]:
+  """The values with the first two placed against the order a sorting task asks for, so the input
+  never starts out sorted (else the untouched state, or a copy of it, would already pass)."""
+  a, b = sorted(values[:2], reverse=not largest_first)
+  return [a, b] + values[2:]
 
 
 def csv_text(rows: list[list[Any]], sep: str = ",") -> str:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import collections
 
-from mage_jax.forge.skills.base import CATEGORIES, CITIES, ITEMS, NAMES, bash, capability, csv_text, define, distinct, domain, package, py
+from mage_jax.forge.skills.base import (CATEGORIES, CITIES, ITEMS, NAMES, against_order, bash, capability, csv_text, define, distinct,
+                                        domain, package, py)
 
 domain("csv", "Comma-separated tables: aggregate, filter, transform, join, look up, convert, validate")
 capability("csv.aggregate", "Group and summarise rows")
@@ -94,7 +95,7 @@ define("csv.filter.select_columns", "Keep only some columns, in a given order",
 
 # ---- transform ---------------------------------------------------------------------------------
 define("csv.transform.sort_by_number", "Sort rows by a numeric column, largest first",
-       lambda r: {"rows": [["name", "score"]] + [[n, s] for n, s in zip(distinct(r, NAMES, 7), r.sample(range(10, 99), 7))]},
+       lambda r: {"rows": [["name", "score"]] + [[n, s] for n, s in zip(distinct(r, NAMES, 7), against_order(r.sample(range(10, 99), 7), largest_first=True))]},
        lambda p: package("Write ranking.csv: scores.csv with its rows sorted by score, highest first (header kept).",
                          _csv("scores.csv", p["rows"]), _eq("ranking.csv", p["rows"][:1] + sorted(p["rows"][1:], key=lambda r: -r[1])),
                          [_pd("pd.read_csv('scores.csv').sort_values('score').to_csv('ranking.csv', index=False)")],

@@ -1,7 +1,7 @@
 """Spreadsheets (openpyxl): formulas, formatting, charts, sheets, row edits, read-backs, conversions."""
 from __future__ import annotations
 
-from mage_jax.forge.skills.base import ITEMS, NAMES, capability, define, distinct, domain, package, py
+from mage_jax.forge.skills.base import ITEMS, NAMES, against_order, capability, define, distinct, domain, package, py
 
 domain("xlsx", "Excel workbooks through openpyxl: values, formulas, formats, charts, sheets")
 capability("xlsx.formula", "Compute values and write formulas into cells")
@@ -139,12 +139,12 @@ sk("xlsx.edit.sort_rows", "Sort the data rows by a column",
    lambda p: package("In book.xlsx sort the data rows by price, lowest first (header stays in row 1).",
                      _book("book.xlsx", p["rows"]),
                      {"type": "xlsx_rows", "path": "book.xlsx", "rows": p["rows"][:1] + sorted(p["rows"][1:], key=lambda r: r[2])},
-                     [_ox("rows = sorted(ws.iter_rows(min_row=2, values_only=True), key=lambda r: r[1])\n"
+                     [_ox("rows = sorted(ws.iter_rows(min_row=2, values_only=True), key=lambda r: -r[2])\n"
                           "for i, row in enumerate(rows, 2):\n  for j, v in enumerate(row, 1): ws.cell(i, j).value = v")],
                      terminal=[_ox("rows = sorted(ws.iter_rows(min_row=2, values_only=True), key=lambda r: r[2])\n"
                                    "for i, row in enumerate(rows, 2):\n  for j, v in enumerate(row, 1): ws.cell(i, j).value = v")]),
    sample=lambda r: {"rows": [["item", "qty", "price"]] + [[i, r.randint(1, 30), p] for i, p in
-                                                          zip(distinct(r, ITEMS, 5), r.sample(range(2, 50), 5))]})
+                                                          zip(distinct(r, ITEMS, 5), against_order(r.sample(range(2, 50), 5), largest_first=False))]})
 
 # ---- read --------------------------------------------------------------------------------------
 sk("xlsx.read.item_with_max", "Print the label of the row with the largest value",

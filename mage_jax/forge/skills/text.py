@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import collections
 
-from mage_jax.forge.skills.base import CITIES, NAMES, WORDS, bash, capability, define, distinct, domain, package
+from mage_jax.forge.skills.base import CITIES, NAMES, WORDS, against_order, bash, capability, define, distinct, domain, package
 
 domain("text", "Plain-text processing with the standard tools: filter, transform, count, extract, edit")
 capability("text.filter", "Keep or drop lines by rule")
@@ -70,7 +70,7 @@ define("text.filter.line_range", "Extract a range of lines by number",
 
 # ---- transform ---------------------------------------------------------------------------------
 define("text.transform.sort_numeric_desc", "Sort numeric lines from largest to smallest",
-       lambda r: {"nums": r.sample(range(1, 500), 8)},
+       lambda r: {"nums": against_order(r.sample(range(1, 500), 8), largest_first=True)},
        lambda p: package("Sort the numbers in scores.txt from largest to smallest (numerically) into ranked.txt.",
                          _src("scores.txt", map(str, p["nums"])), _out("ranked.txt", map(str, sorted(p["nums"], reverse=True))),
                          [bash("sort -r scores.txt > ranked.txt")], terminal=[bash("sort -nr scores.txt > ranked.txt")]),
