@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 from _agent_helpers import needs_sandbox
 from configs import evolve as evolve_config
@@ -34,6 +35,7 @@ def test_collect_keeps_schema_episodes_resumes_and_synthesis_rejects_random_outp
   c.harness = "configs/harness.py:redundant"
   variant = load_variant(c.harness)
   work = str(tmp_path / "collect")
+  t0 = time.monotonic()
   rep = run_collection(c, work, progress=False)["collection"]
   print("scripted collection:", json.dumps(rep))
   assert rep["episodes"] == 6 and rep["kept"] + sum(rep["rejected"].values()) == 6
@@ -53,12 +55,15 @@ def test_collect_keeps_schema_episodes_resumes_and_synthesis_rejects_random_outp
   with open(os.path.join(work, "trajectories.jsonl")) as f:
     assert len(f.readlines()) == rep["kept"]
 
+  t1 = time.monotonic()
   path = random_init_dir("qwen3_tiny", 0, str(tmp_path / "tiny"))
   with RolloutServer(path) as server:
+    t2 = time.monotonic()
     # 3. the random model as the teacher: nothing kept, every failure counted by reason
     c3 = _config(kind="openai", base_url=server.url, max_tokens=12, temperature=1.0)
     c3.tasks, c3.repeats, c3.episode.max_steps = "term_hello_file", 1, 2
     rep3 = run_collection(c3, str(tmp_path / "random"), progress=False)["collection"]
+    t3 = time.monotonic()
     print("random-model collection:", json.dumps(rep3))
     assert rep3["episodes"] == 1 and rep3["kept"] == 0 and sum(rep3["rejected"].values()) == 1
     # 4. synthesis of the kept teacher steps by the random model: rejected, by reason
@@ -66,6 +71,8 @@ def test_collect_keeps_schema_episodes_resumes_and_synthesis_rejects_random_outp
     client = llm.ChatClient(server.url, "mage", max_tokens=12)
     syn = synthesize_file(os.path.join(work, "trajectories.jsonl"), str(tmp_path / "syn.jsonl"), client,
                           SynthesisConfig(workers=2), ledger)
+  print(f"seconds: scripted collection + resume {t1 - t0:.1f}, server start {t2 - t1:.1f}, "
+        f"random collection {t3 - t2:.1f}, synthesis {time.monotonic() - t3:.1f}")
   print("random-model synthesis:", json.dumps({k: syn[k] for k in ("steps", "steps_kept", "rejected", "llm")}))
   steps = sum(len(ep.steps) for ep in kept)
   assert syn["steps"] == steps and syn["steps_kept"] + sum(syn["rejected"].values()) == steps
