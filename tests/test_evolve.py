@@ -103,6 +103,17 @@ def test_llm_author_diff_is_validated(tmp_path):
   assert totals["calls"] == 3 and totals["completion_tokens"] > 0 and totals["dollars"] > 0
 
 
+def test_evolve_counts_an_invalid_llm_diff_and_evaluates_a_valid_one(tmp_path):
+  replies = iter([json.dumps({"diff": {"extra_tools": ["ax_tree", "ax_tree"]}}),   # duplicate: invalid
+                  json.dumps({"diff": {"max_output": 2000}, "rationale": "shorter observations"})])
+  with ReplayServer(str(tmp_path / "t.jsonl"), responder=lambda messages: next(replies)) as server:
+    res = evolve(SEED, make_evaluate(tmp_path), Score.parse("success_rate:max,mean_steps:min"),
+                 SearchSpace(), generations=2, author=_author(server.url))
+  assert res.rejected == {"invalid_diff diff.extra_tools": 1}
+  llm_recs = [r for r in res.records if r.source == "llm"]
+  assert len(llm_recs) == 1 and llm_recs[0].diff == {"max_output": 2000} and llm_recs[0].variant.max_output == 2000
+
+
 def test_variant_schema_and_identity():
   v = HarnessVariant.from_dict({"extra_tools": ["xdotool"], "max_output": 2000})
   assert v.variant_id == HarnessVariant.from_dict({"max_output": 2000, "extra_tools": ["xdotool"],
