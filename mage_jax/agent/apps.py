@@ -195,11 +195,13 @@ def client_windows(desktop) -> list[tuple[str, str, object]]:
 
 
 def wait_window(desktop, app: str, name: str, proc: subprocess.Popen, timeout: float) -> None:
-  stem = os.path.splitext(name)[0]
+  # titles: "s.xlsx - LibreOffice Calc"; GIMP's "[cyan] (imported)-1.0 (RGB ...) 400x300 – GIMP"
+  # (its start-up window is "GNU Image Manipulation Program": no bare substring test)
+  needle = f"[{os.path.splitext(name)[0]}]" if app == "gimp" else name
   deadline = time.monotonic() + timeout
   while True:
     wins = client_windows(desktop)
-    if any(any(c in cls for c in APPS[app].wm_class) and stem in title for cls, title, _ in wins):
+    if any(any(c in cls for c in APPS[app].wm_class) and needle in title for cls, title, _ in wins):
       break
     if proc.poll() is not None and app == "gimp":
       raise RuntimeError(f"{app} exited with {proc.returncode} before showing {name}")
