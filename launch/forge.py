@@ -18,6 +18,7 @@ from ml_collections import config_flags
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/forge.py:tiny", "Forge config.")
 _WORKDIR = flags.DEFINE_string("workdir", "workdirs/forge", "Output directory.")
 _RECHECK = flags.DEFINE_bool("recheck", False, "Only re-gate <workdir>/suite from a fresh copy.")
+_SAMPLE = flags.DEFINE_integer("recheck_sample", 0, "With --recheck: a seeded random subset of this many (0 = all).")
 
 
 def main(argv):
@@ -36,7 +37,8 @@ def main(argv):
   except SandboxUnavailable as e:
     sys.exit(f"launch.forge: {e}")
   if _RECHECK.value:
-    res = engine.recheck(c.get("suite_dir") or os.path.join(c["workdir"], "suite"), c["gate_workers"], c["env"])
+    res = engine.recheck(c.get("suite_dir") or os.path.join(c["workdir"], "suite"), c["gate_workers"], c["env"],
+                         _SAMPLE.value)
     print(json.dumps(res, indent=1))
     sys.exit(1 if res["failed"] else 0)
   try:

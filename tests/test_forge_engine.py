@@ -168,6 +168,18 @@ def test_tiny_three_rounds_gates_counts_and_resume(tmp_path):
   from mage_jax.agent.tasks.package import load_suite
   suite = load_suite(m["suite"])
   assert len(suite) == m["counts"]["tasks"] and all(p.skills[0].startswith("test.") for p in suite)
+  # re-check from a fresh copy: two accepted packages pass again, a tampered one fails
+  import shutil
+  small = tmp_path / "small"
+  for p in suite[:2]:
+    shutil.copytree(os.path.join(m["suite"], p.id), small / p.id)
+  with open(small / suite[1].id / "task.json") as f:
+    d = json.load(f)
+  d["references"][0]["calls"][0]["arguments"]["command"] = "true"  # a reference that does nothing
+  with open(small / suite[1].id / "task.json", "w") as f:
+    json.dump(d, f)
+  res = engine.recheck(str(small), workers=2)
+  assert res["checked"] == 2 and [f[:2] for f in res["failed"]] == [(suite[1].id, "reference_one")]
   # resume: same workdir -> every node and gate read back, nothing re-gated, same suite
   c2 = dict(c, rounds=1)
   m2 = engine.run_forge(c2)

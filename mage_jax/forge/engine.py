@@ -206,17 +206,35 @@ def write_manifest(wd: str, manifest: dict[str, Any]) -> str:
   return path
 
 
-def recheck(suite_dir: str, workers: int = 2, env: dict[str, Any] | None = None) -> dict[str, Any]:
+def recheck(suite_dir: str, workers: int = 2, env: dict[str, Any] | None = None, sample: int = 0) -> dict[str, Any]:
   """Copies the suite to a fresh directory, loads it with launch.eval's loader and gates every
-  package again (no cache); returns {checked, failed: [(id, gate, reason)], seconds}."""
+  package again (no cache; `sample` > 0: a seeded random subset of that many); returns
+  {checked, failed: [(id, gate, reason)], seconds}."""
   import shutil
   import tempfile
-  from mage_jax.agent.tasks.package import load_suite
+  from mage_jax.agent.tasks.package import PackageError
   t0 = time.monotonic()
   with tempfile.TemporaryDirectory(prefix="forge_recheck_") as tmp:
     copy = shutil.copytree(suite_dir, os.path.join(tmp, "suite"))
-    pkgs = [p.to_dict() for p in load_suite(copy)]
+    pkgs, failed = [], []
+    for name in sorted(os.listdir(copy)):  # launch.eval's loader, one package at a time
+      try:
+        pkgs += [p.to_dict() for p in load_suite_entry(copy, name)]
+      except (PackageError, ValueError) as e:
+        failed.append((name, "schema", str(e)[:200]))
+    if 0 < sample < len(pkgs):
+      import random
+      pkgs = random.Random(0).sample(pkgs, sample)
     with RUN._pool(workers, {"env": env}) as ex:
       res = list(ex.map(G.gate_package, pkgs, [env] * len(pkgs)))
-  failed = [(r["id"], r["rejection"], r["reason"][:200]) for r in res if not r["passed"]]
-  return {"checked": len(pkgs), "failed": failed, "seconds": round(time.monotonic() - t0, 1)}
+  failed += [(r["id"], r["rejection"], r["reason"][:200]) for r in res if not r["passed"]]
+  return {"checked": len(pkgs) + sum(f[1] == "schema" for f in failed), "failed": failed,
+          "seconds": round(time.monotonic() - t0, 1)}
+
+
+def load_suite_entry(suite: str, name: str) -> list:
+  from mage_jax.agent.tasks.package import load_package
+  full = os.path.join(suite, name)
+  if name.endswith(".json") or os.path.isfile(os.path.join(full, "task.json")):
+    return [load_package(full)]
+  return []
