@@ -79,3 +79,14 @@ def test_collect_keeps_schema_episodes_resumes_and_synthesis_rejects_random_outp
   assert syn["steps_kept"] < steps and all(r.startswith("parse:") or r in ("call_mismatch", "empty_think",
                                                                           "empty_action") for r in syn["rejected"])
   assert syn["llm"]["calls"] == steps and syn["llm"]["prompt_tokens"] > 500 * steps  # the real server's usage
+
+
+def test_resume_skips_finished_jobs_and_reruns_env_errors(tmp_path):
+  from mage_jax.agent.episode import EpisodeResult
+  from mage_jax.harness.collect import Collector
+  first = Collector(str(tmp_path), "hybrid")
+  first.add(EpisodeResult("t", "terminal", None, status="env_error", episode_id="t-r0"))
+  first.add(EpisodeResult("u", "terminal", None, status="budget", episode_id="u-r0"))
+  assert first.report.rejected == {"env_error": 1, "no_steps": 1}
+  again = Collector(str(tmp_path), "hybrid")
+  assert again.done == {"u-r0"} and again.report.episodes == 1 and again.report.env_errors_retried == 1

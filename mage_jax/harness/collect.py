@@ -8,7 +8,8 @@ schemas (never the variant's descriptions), so the student's system turn stays b
 to DESIGN.md's; the variant's id, the task and its skills go into `meta`.
 
 Resumable: <workdir>/collect_state.jsonl gets one line per finished job (written after its
-trajectory line), so a restarted run skips those jobs and rebuilds its counters from the file.
+trajectory line), so a restarted run skips those jobs and rebuilds its counters from the file;
+jobs that ended in env_error (a harness fault, not an outcome) run again.
 """
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ class CollectReport:
   rejected: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   extra_tool_steps: int = 0       # steps of rejected episodes that called an extra tool
   resumed: int = 0                # jobs found done in the state file
+  env_errors_retried: int = 0     # env_error jobs of an earlier run, run again on resume
 
   @property
   def acceptance(self) -> float:
@@ -65,7 +67,8 @@ class CollectReport:
   def to_dict(self) -> dict[str, Any]:
     return {"episodes": self.episodes, "successes": self.successes, "kept": self.kept, "kept_steps": self.kept_steps,
             "acceptance": round(self.acceptance, 4), "rejected": dict(self.rejected),
-            "extra_tool_steps": self.extra_tool_steps, "resumed": self.resumed}
+            "extra_tool_steps": self.extra_tool_steps, "resumed": self.resumed,
+            "env_errors_retried": self.env_errors_retried}
 
 
 class Collector:
@@ -82,9 +85,14 @@ class Collector:
     if os.path.exists(self.state_path):
       with open(self.state_path, encoding="utf-8") as f:
         for line in f:
-          if line.strip():
-            self._count(json.loads(line))
-            self.report.resumed += 1
+          if not line.strip():
+            continue
+          st = json.loads(line)
+          if st["reason"] == "env_error":  # a harness fault, not the teacher's outcome: run it again
+            self.report.env_errors_retried += 1
+            continue
+          self._count(st)
+          self.report.resumed += 1
 
   def _trajectory_ids(self) -> set[str]:
     if not os.path.exists(self.traj_path):
