@@ -150,7 +150,7 @@ sk("xlsx.edit.sort_rows", "Sort the data rows by a column",
 sk("xlsx.read.item_with_max", "Print the label of the row with the largest value",
    lambda p: package("Which item in book.xlsx has the highest price? Print just its name as your last command's output.",
                      _book("book.xlsx", p["rows"]), {"type": "terminal_answer", "text": max(p["rows"][1:], key=lambda r: r[2])[0]},
-                     [_read("print(max(ws.iter_rows(min_row=2, values_only=True), key=lambda r: r[1])[0])")],
+                     [_read("print(min(ws.iter_rows(min_row=2, values_only=True), key=lambda r: r[2])[0])")],
                      terminal=[_read("print(max(ws.iter_rows(min_row=2, values_only=True), key=lambda r: r[2])[0])")]),
    sample=lambda r: {"rows": [["item", "qty", "price"]] + [[i, q, p] for i, q, p in
                                                           zip(distinct(r, ITEMS, 6), r.sample(range(1, 30), 6), r.sample(range(2, 50), 6))]})
