@@ -157,7 +157,7 @@ define("shell.search.find_by_name", "Find where a named file lives in a tree and
                          [_text((f"etc/{p['dirs'][0]}/{p['dirs'][1]}/{p['target']}", "k=v"))]
                          + [_text((f"etc/{d}/other.cfg", "k=w")) for d in p["dirs"][2:]],
                          {"type": "terminal_answer", "text": f"etc/{p['dirs'][0]}/{p['dirs'][1]}/{p['target']}"},
-                         [bash("find etc -name '*.cfg' | head -n 1")], terminal=[bash(f"find etc -name {p['target']}")]),
+                         [bash("find etc -name other.cfg | head -n 1")], terminal=[bash(f"find etc -name {p['target']}")]),
        apps=A)
 
 # ---- archive -----------------------------------------------------------------------------------
