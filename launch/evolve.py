@@ -4,7 +4,7 @@
   python -m launch.evolve --config=configs/evolve.py:scripted,tiny --workdir=workdirs/evolve_tiny
 
 Starts from config.harness (the seed variant), evaluates every proposed variant through the same
-slot pool path as launch.eval (launch.eval.run_suite), and writes <workdir>/lineage.jsonl (one
+slot pool path as launch.eval (mage_jax.agent.suite_run.run_suite), and writes <workdir>/lineage.jsonl (one
 record per variant: id, parent, diff, source, metrics, score), <workdir>/evolution.md (the
 table), <workdir>/selected.json (the chosen variant: pass it to launch.eval / launch.collect as
 --config.harness) and <workdir>/variants/<id>/ (each variant's results, episodes, steps).
