@@ -67,9 +67,9 @@ def run_heldout(tasks: Sequence[TaskPackage], template_of: Callable[[TaskPackage
     ctx = ctx_for(mode)
     cls = BlindPolicy if mode == "blind" else RolloutPolicy
     jobs = [Job(t, cls(ctx, t.id, f"{mode}-{t.id}"), f"{mode}-{t.id}") for t in todo]
-    by_id = {}
+    task_of, by_id = {t.id: t for t in todo}, {}
     for res in pool.run(jobs):
-      row = episode_row(mode, template_of(next(t for t in todo if t.id == res.task_id)), res)
+      row = episode_row(mode, template_of(task_of[res.task_id]), res)
       by_id[res.task_id] = row
       if on_result:
         on_result(row)
