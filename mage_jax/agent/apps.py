@@ -45,8 +45,8 @@ OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
   <desktops><number>1</number></desktops>
   <margins><top>0</top><bottom>0</bottom><left>0</left><right>0</right></margins>
   <keyboard>
-    <keybind key="A-Tab"><action name="NextWindow"><dialog>none</dialog><finalactions>
-      <action name="Focus"/><action name="Raise"/></finalactions></action></keybind>
+    <keybind key="A-Tab"><action name="NextWindow"><interactive>no</interactive><dialog>none</dialog>
+      <finalactions><action name="Focus"/><action name="Raise"/></finalactions></action></keybind>
   </keyboard>
   <mouse><context name="Client"><mousebind button="Left" action="Press">
     <action name="Focus"/><action name="Raise"/></mousebind></context></mouse>

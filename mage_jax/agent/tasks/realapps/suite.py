@@ -1,4 +1,5 @@
-"""Real-application tasks: LibreOffice Calc, Writer, Impress, GIMP, and two tasks across two apps.
+"""Real-application tasks: LibreOffice Calc, Writer, Impress, GIMP, and two tasks across two apps
+(14 in all).
 
 Each task opens its file in the real app at setup (preparer `office`, agent/apps.py) and has two
 references: a GUI-only one (`computer_use` only: the shortest path a person would take, keyboard
@@ -289,8 +290,57 @@ def _gimp() -> list[dict[str, Any]]:
   ]
 
 
+# ---- across two applications ----------------------------------------------------------------------
+# Both documents open in one LibreOffice; the one opened last has the focus, Alt+Tab (openbox)
+# switches. The GUI references look at the spreadsheet first (Alt+Tab there and back).
+MEMO = ["Memo", "Supplies were ordered this month."]
+REGIONS = [["Region", "Sales"], ["North", 40], ["South", 75], ["East", 52]]
+
+
+def _multi() -> list[dict[str, Any]]:
+  look = [key("alt", "Tab"), key("alt", "Tab")]
+  memo_py = """
+import docx, openpyxl
+ws = openpyxl.load_workbook("sales.xlsx").active
+total = sum(r[1] for r in ws.iter_rows(min_row=2, values_only=True))
+d = docx.Document("memo.docx"); d.add_paragraph(f"Total: {total}"); d.save("memo.docx")"""
+  top_py = """
+import openpyxl
+from pptx import Presentation
+ws = openpyxl.load_workbook("regions.xlsx").active
+top = max(ws.iter_rows(min_row=2, values_only=True), key=lambda r: r[1])[0]
+p = Presentation("deck.pptx"); p.slides[1].shapes.title.text = top; p.save("deck.pptx")"""
+  deck = [{"title": "Results", "body": "This quarter"}, {"title": "Top region", "body": "Ahead of plan"}]
+  retitle2 = [click_at(*THUMB[1], "the second slide's thumbnail"),
+              click_at(*TITLE, "the slide title", "double_click"), key("ctrl", "a")]
+  return [
+      task("multi_calc_total_to_writer",
+           "Add a last paragraph to memo.docx (open in Writer) that says Total: followed by the sum of the amounts "
+           "in sales.xlsx (open in Calc), and save the memo in Word format.",
+           [{"type": "xlsx", "path": "sales.xlsx", "sheets": {"Sales": SALES_ROWS}},
+            {"type": "docx", "path": "memo.docx", "paragraphs": MEMO},
+            office("calc", "sales.xlsx"), office("writer", "memo.docx")],
+           {"type": "docx_paragraphs", "path": "memo.docx", "paragraphs": MEMO + ["Total: 555"]},
+           look + [key("ctrl", "End"), key("Return"), type_("Total: 555"), SAVE],
+           [py(memo_py, "Sum the sheet and append to the memo in Python")],
+           look + [key("ctrl", "End"), key("Return"), type_("Total: 435"), SAVE],
+           ["calc", "writer"], ["multi_app", "read_value"]),
+      task("multi_calc_top_to_impress",
+           "Change the title of the second slide of deck.pptx (open in Impress) to the region with the highest "
+           "sales in regions.xlsx (open in Calc), and save the deck in PowerPoint format.",
+           [{"type": "xlsx", "path": "regions.xlsx", "sheets": {"Regions": REGIONS}},
+            {"type": "pptx", "path": "deck.pptx", "slides": deck},
+            office("calc", "regions.xlsx"), office("impress", "deck.pptx")],
+           {"type": "pptx_titles", "path": "deck.pptx", "titles": ["Results", "South"]},
+           look + retitle2 + [type_("South"), key("Escape"), key("Escape"), SAVE],
+           [py(top_py, "Find the top region and retitle the slide in Python")],
+           look + retitle2 + [type_("East"), key("Escape"), key("Escape"), SAVE],
+           ["calc", "impress"], ["multi_app", "read_value"]),
+  ]
+
+
 def realapp_task_dicts() -> list[dict[str, Any]]:
-  return _calc() + _writer() + _impress() + _gimp()
+  return _calc() + _writer() + _impress() + _gimp() + _multi()
 
 
 def realapp_packages() -> list[TaskPackage]:
