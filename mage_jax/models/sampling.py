@@ -159,6 +159,7 @@ def first_max(x: jax.Array) -> jax.Array:
   return _first_true(x == jnp.max(x, axis=-1, keepdims=True))
 
 
+@jax.jit   # one compiled kernel also when called eagerly (sample_token outside a jit)
 def race_sample(logits: jax.Array, keys: jax.Array) -> tuple[jax.Array, jax.Array]:
   """One draw per row from softmax(logits [B, V]) with the row's key (keys [B]).
 

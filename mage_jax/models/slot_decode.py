@@ -61,23 +61,29 @@ def _keys(seed: jax.Array, count: jax.Array) -> jax.Array:
   return jax.vmap(lambda s, i: jax.random.fold_in(jax.random.key(s), i))(seed, count)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef",), donate_argnames=("pool",))
-def prefill_slots(graphdef, state, pool: KVCache, tokens, lengths, slots, seed, temperature,
-                  top_p, greedy, vision_inputs):
-  """Prefill right-padded prompts [n, L] into pool rows `slots` [n] (>= S: a padding row,
-  dropped) and sample each row's token 0. -> (token [n], log-prob [n], pool)."""
+@functools.partial(jax.jit, static_argnames=("graphdef", "max_len"))
+def prefill_row(graphdef, state, tokens, length, seed, temperature, top_p, greedy, vision_inputs,
+                *, max_len: int):
+  """One right-padded prompt [1, L] into a fresh one-row cache of `max_len`, and its token 0.
+
+  -> (token [1], log-prob [1], cache). Compiled per (L, max_len), not per pool shape: requests
+  arrive one by one, and a pool of any row count takes the row through `insert_row`."""
   model = nnx.merge(graphdef, state)
-  n = tokens.shape[0]
-  fresh = model.init_cache(n, pool.max_len)
-  logits, fresh = prefill(model, tokens, lengths, fresh, **vision_inputs)
-  token, logp = sample_token(logits, _keys(seed, jnp.zeros_like(lengths)), greedy=greedy,
+  cache = model.init_cache(1, max_len)
+  logits, cache = prefill(model, tokens, length, cache, **vision_inputs)
+  token, logp = sample_token(logits, _keys(seed, jnp.zeros_like(length)), greedy=greedy,
                              temperature=temperature, top_p=top_p)
-  put = lambda old, new: old.at[slots].set(new, mode="drop")
-  pool = KVCache(k=tuple(map(put, pool.k, fresh.k)), v=tuple(map(put, pool.v, fresh.v)),
-                 segment_ids=put(pool.segment_ids, fresh.segment_ids),
-                 positions=put(pool.positions, fresh.positions),
-                 index=put(pool.index, jnp.full((n,), fresh.index, jnp.int32)))
-  return token, logp, pool
+  return token, logp, cache
+
+
+@functools.partial(jax.jit, donate_argnames=("pool",))
+def insert_row(pool: KVCache, row: KVCache, slot) -> KVCache:
+  """Pool slot `slot` := the one-row cache `row` (all of it: the slot's old contents go)."""
+  put = lambda old, new: jax.lax.dynamic_update_index_in_dim(old, new[0], slot, 0)
+  return KVCache(k=tuple(map(put, pool.k, row.k)), v=tuple(map(put, pool.v, row.v)),
+                 segment_ids=put(pool.segment_ids, row.segment_ids),
+                 positions=put(pool.positions, row.positions),
+                 index=pool.index.at[slot].set(row.index))
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "steps"), donate_argnames=("pool",))

@@ -2,8 +2,8 @@
 
 Requests are admitted (or held, or refused, while paused) and queued; one worker thread
 owns a `SlotEngine`: a fixed-shape KV cache of slots (models/slot_decode.py). Between decode
-calls the worker moves queued requests into free slots (one prefill for the text prompts,
-one per request with images), then runs `STEPS` decode steps for every slot and hands the
+calls the worker moves queued requests into free slots (one prefill per request, with or
+without images, its shape independent of the others), then runs `STEPS` decode steps for every slot and hands the
 tokens out; a request that hit EOS or max_tokens leaves and its slot is reused. So a request
 never waits for a longer one to finish, and the device runs one batch of every live request.
 Each row has its own key (fold_in(key(seed), i) for its token i), temperature, top_p and
@@ -199,7 +199,7 @@ class SlotEngine:
 
   # ---- pool layout -------------------------------------------------------------------------------
   def _layout(self, rows: int, max_len: int) -> None:
-    """Resize the pool to rows x max_len, keeping the live slots (compacted when shrinking)."""
+    """Make the pool rows x max_len: a fresh one when no slot is live, else a grown copy."""
     from mage_jax.models import slot_decode
     import jax.numpy as jnp
     if self.pool is None or not self.slots:
@@ -207,9 +207,8 @@ class SlotEngine:
         self.pool = slot_decode.init_pool(self.policy.model, rows, max_len)
       self.slots, self.rows = {}, self._host_rows(rows)
       return
-    old = sorted(self.slots) if rows < self.pool.segment_ids.shape[0] else list(range(rows))
-    source = np.full(rows, -1, np.int32)
-    source[:len(old)] = [s if s < self.pool.segment_ids.shape[0] else -1 for s in old]
+    source = np.arange(rows, dtype=np.int32)    # grows only: slot i stays slot i
+    source[source >= self.pool.segment_ids.shape[0]] = -1
     self.pool = slot_decode.relayout(self.pool, jnp.asarray(source), rows=rows, max_len=max_len)
     new_rows = self._host_rows(rows)
     slots = {}
@@ -241,49 +240,41 @@ class SlotEngine:
         self._layout(max(rows, have_rows), max(max_len, have_len))
     free = iter(s for s in range(self.pool.segment_ids.shape[0]) if s not in self.slots)
     finished = []
-    text = [j for j in jobs if not j.vision]
-    groups = [text] if text else []
-    groups += [[j] for j in jobs if j.vision]
-    for group in groups:
-      finished += self._prefill(group, [next(free) for _ in group])
+    for job in jobs:   # one prefill per request: its shape never depends on who else came
+      if self._prefill(job, next(free)):
+        finished.append(job)
     return finished
 
-  def _prefill(self, jobs: list[Job], slots: list[int]) -> list[Job]:
+  def _prefill(self, job: Job, slot: int) -> bool:
+    """Prefill `job` into `slot`; True when it is already finished."""
     import jax.numpy as jnp
     from mage_jax.models import slot_decode
     from mage_jax.models.config import PAD_ID
-    n, length = bucket(len(jobs), 1), bucket(max(len(j.prompt) for j in jobs), 16)
-    tokens = np.full((n, length), PAD_ID, np.int32)
-    lengths = np.ones(n, np.int32)            # padding rows: a one-token prompt, dropped
-    at = np.full(n, self.pool.segment_ids.shape[0], np.int32)   # out of range: dropped
-    params = self._host_rows(n)
-    for i, (job, slot) in enumerate(zip(jobs, slots)):
-      tokens[i, :len(job.prompt)], lengths[i], at[i] = job.prompt, len(job.prompt), slot
-      params["seed"][i], params["greedy"][i] = job.seed, job.greedy
-      params["temperature"][i], params["top_p"][i] = max(job.temperature, 1e-6), job.top_p
-      job.label = self.label
-    vision = jobs[0].vision if len(jobs) == 1 else {}
-    if vision.get("patch_image_ids") is not None:
+    tokens = np.full((1, bucket(len(job.prompt), 16)), PAD_ID, np.int32)
+    tokens[0, :len(job.prompt)] = job.prompt
+    if job.vision.get("patch_image_ids") is not None:
       validate = getattr(self.policy.model, "validate_inputs", None)
       if validate is not None:   # inside jit a token/image count mismatch can't raise
-        validate(tokens[:1], **vision)
+        validate(tokens, **job.vision)
+    params = {"seed": job.seed, "temperature": max(job.temperature, 1e-6), "top_p": job.top_p,
+              "greedy": job.greedy}
+    for name, value in params.items():
+      self.rows[name][slot] = value
     graphdef, state = self.split
-    token, logp, self.pool = slot_decode.prefill_slots(
-        graphdef, state, self.pool, jnp.asarray(tokens), jnp.asarray(lengths), jnp.asarray(at),
-        jnp.asarray(params["seed"]), jnp.asarray(params["temperature"]),
-        jnp.asarray(params["top_p"]), jnp.asarray(params["greedy"]), vision)
-    token, logp = np.asarray(token), np.asarray(logp)
-    finished = []
-    for i, (job, slot) in enumerate(zip(jobs, slots)):
-      for name in ("seed", "temperature", "top_p", "greedy"):
-        self.rows[name][slot] = params[name][i]
-      self.rows["token"][slot], self.rows["position"][slot] = token[i], len(job.prompt)
-      self.rows["count"][slot] = 1
-      self.slots[slot] = job
-      if self._emit(job, int(token[i]), float(logp[i])):
-        del self.slots[slot]
-        finished.append(job)
-    return finished
+    token, logp, row = slot_decode.prefill_row(
+        graphdef, state, jnp.asarray(tokens), jnp.asarray([len(job.prompt)], jnp.int32),
+        *(jnp.asarray(self.rows[name][slot:slot + 1]) for name in params), job.vision,
+        max_len=self.pool.segment_ids.shape[1])
+    self.pool = slot_decode.insert_row(self.pool, row, jnp.int32(slot))
+    job.label = self.label
+    token, logp = int(np.asarray(token)[0]), float(np.asarray(logp)[0])
+    self.rows["token"][slot], self.rows["position"][slot], self.rows["count"][slot] = (
+        token, len(job.prompt), 1)
+    self.slots[slot] = job
+    if self._emit(job, token, logp):
+      del self.slots[slot]
+      return True
+    return False
 
   def _emit(self, job: Job, token: int, logp: float) -> bool:
     """Append one token; True when the job is finished."""
@@ -315,9 +306,8 @@ class SlotEngine:
           del self.slots[slot]
           finished.append(job)
           break
-    rows = self.pool.segment_ids.shape[0]
-    if self.slots and 4 * len(self.slots) <= rows:    # shrink: a 32-row pool for 2 requests
-      self._layout(bucket(len(self.slots), 1), self.pool.segment_ids.shape[1])
+    # No shrinking while slots are live (each new pool shape is a compile, seconds on a busy
+    # machine); an emptied pool is re-made at the size of the next arrivals (`admit`).
     return finished
 
   def fail(self, error: BaseException, also: list[Job] = ()) -> list[Job]:
