@@ -66,7 +66,7 @@ def write_taxonomy(path: str = skill_lib.TAXONOMY_FILE) -> int:
   with open(path, "w") as f:
     json.dump(taxonomy_from_registry(), f, indent=1)
     f.write("\n")
-  return len(skill_lib.REGISTRY)
+  return len(load_all())
 
 
 def main(argv) -> None:

@@ -1,6 +1,6 @@
 """The skill library: one module per domain registers one `Skill` per taxonomy entry.
 
-  load_all()                 imports every domain module (idempotent); returns the registry
+  load_all()                 imports every domain module (idempotent); returns the library's skills
   taxonomy_from_registry()   the taxonomy document the registry defines (what taxonomy.json holds)
   package_dict(skill, params, task_id)  a full task-package dict (docs/tasks.md) for one param set
 
@@ -20,16 +20,17 @@ DOMAIN_MODULES = ("shell", "text", "csvdata", "spreadsheet", "document", "slides
 
 
 def load_all() -> dict[str, skill_lib.Skill]:
+  """The library's skills (the registry may also hold skills registered elsewhere, e.g. by tests)."""
+  from mage_jax.forge.skills.base import DOMAINS
   for name in DOMAIN_MODULES:
     importlib.import_module(f"mage_jax.forge.skills.{name}")
-  return skill_lib.REGISTRY
+  return {sid: s for sid, s in skill_lib.REGISTRY.items() if s.domain in DOMAINS}
 
 
 def taxonomy_from_registry() -> dict[str, Any]:
   from mage_jax.forge.skills.base import CAPABILITIES, DOMAINS
-  load_all()
   doms: dict[str, dict[str, Any]] = {}
-  for s in skill_lib.REGISTRY.values():
+  for s in load_all().values():
     d = doms.setdefault(s.domain, {"id": s.domain, "description": DOMAINS[s.domain], "capabilities": {}})
     cid = f"{s.domain}.{s.capability}"
     c = d["capabilities"].setdefault(cid, {"id": s.capability, "description": CAPABILITIES[cid], "skills": []})
