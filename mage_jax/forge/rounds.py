@@ -177,18 +177,30 @@ def propose_siblings(client, skills: list, ledger=None, max_retries: int = 1) ->
     if sid in S.REGISTRY:
       row["why"] = "id exists"
       continue
-    fixed = value["fixed"]
-
-    def sample(rng, parent=parent, fixed=fixed):
-      return {**parent.sample(rng), **fixed}
+    spec = {"id": sid, "parent": parent.id, "description": value["description"], "fixed": value["fixed"]}
     try:
-      probe = sample(random.Random(0))
+      probe = {**parent.sample(random.Random(0)), **spec["fixed"]}
       validate_schema(probe, parent.param_schema)
       parent.build(probe)
     except Exception as e:  # noqa: BLE001 - an unusable proposal is recorded, not registered
       row["why"] = f"{type(e).__name__}: {e}"[:200]
       continue
-    made.append(S.register(dataclasses.replace(parent, id=sid, description=value["description"],
-                                               sample=sample)))
+    made.append(register_sibling(spec))
     row["accepted"] = True
   return made, records
+
+
+SIBLINGS: list[dict[str, Any]] = []  # specs of the siblings registered in this process (workers re-register them)
+
+
+def register_sibling(spec: dict[str, Any]):
+  """Registers a sibling skill: the parent's build, its sampler with `fixed` overlaid."""
+  from mage_jax.forge import skill as S
+  if spec["id"] in S.REGISTRY:
+    return S.REGISTRY[spec["id"]]
+  parent, fixed = S.REGISTRY[spec["parent"]], spec["fixed"]
+
+  def sample(rng):
+    return {**parent.sample(rng), **fixed}
+  SIBLINGS.append(spec)
+  return S.register(dataclasses.replace(parent, id=spec["id"], description=spec["description"], sample=sample))

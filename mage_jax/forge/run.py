@@ -18,7 +18,6 @@ import dataclasses
 import json
 import multiprocessing
 import os
-import shutil
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -28,8 +27,8 @@ from mage_jax.forge import gates as G
 from mage_jax.forge import rounds as R
 from mage_jax.forge.llm import ChatClient, EndpointError, PriceTable
 from mage_jax.forge.nodes import digest
-from mage_jax.forge.skill import REGISTRY, Skill
-from mage_jax.forge.workflow import NodeCache, WorkflowError, default_workflow
+from mage_jax.forge.skill import REGISTRY
+from mage_jax.forge.workflow import NodeCache, default_workflow
 
 
 class ForgeError(RuntimeError):
@@ -59,8 +58,17 @@ _WORKER: dict[str, Any] = {}
 
 
 def _init_worker(settings: dict[str, Any]) -> None:
+  """Under spawn, a worker imports the modules that registered the skills and re-registers the
+  LLM-proposed siblings; under fork it inherits them (both are no-ops then)."""
+  import importlib
   _WORKER.clear()
   _WORKER.update(settings)
+  from mage_jax.forge.engine import import_skill_modules
+  import_skill_modules(settings.get("skill_modules") or [])
+  for name in settings.get("modules", []):
+    importlib.import_module(name)
+  for spec in settings.get("siblings", []):
+    R.register_sibling(spec)
 
 
 def _client() -> ChatClient | None:
@@ -98,8 +106,13 @@ def gate_one(pkg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _pool(workers: int, settings: dict[str, Any]) -> ProcessPoolExecutor:
-  # fork: workers inherit the skill registry (including skills registered at run time)
-  return ProcessPoolExecutor(max(1, workers), mp_context=multiprocessing.get_context("fork"),
+  # fork is cheap and inherits the registry, but forking a process whose JAX threads are running
+  # can deadlock the child: with JAX loaded (e.g. a test session) the workers are spawned.
+  method = "spawn" if "jax" in sys.modules else "fork"
+  settings = dict(settings, modules=sorted({s.sample.__module__ for s in REGISTRY.values()
+                                            if s.id not in {x["id"] for x in R.SIBLINGS}}),
+                  siblings=list(R.SIBLINGS))
+  return ProcessPoolExecutor(max(1, workers), mp_context=multiprocessing.get_context(method),
                              initializer=_init_worker, initargs=(settings,))
 
 
@@ -203,5 +216,6 @@ def _accept(o: dict[str, Any], suite_dir: str, st: RoundStats) -> None:
 
 
 def worker_settings(c: dict[str, Any]) -> dict[str, Any]:
-  return {"llm": c.get("llm"), "env": c.get("env"), "node_cache": os.path.join(c["workdir"], "cache", "nodes"),
+  return {"llm": c.get("llm"), "env": c.get("env"), "skill_modules": list(c.get("skill_modules") or []),
+          "node_cache": os.path.join(c["workdir"], "cache", "nodes"),
           "gate_cache": os.path.join(c["workdir"], "cache", "gates")}
