@@ -259,14 +259,13 @@ def _gimp() -> list[dict[str, Any]]:
                 '(gimp-file-save RUN-NONINTERACTIVE img layer "cyan.xcf" "cyan.xcf"))')
   photo_setup = [{"type": "png", "path": "photo.png", "size": [300, 200], "fill": WHITE,
                   "rects": [[0, 0, 150, 200, BLUE], [0, 0, 40, 40, GREEN]]}, office("gimp", "photo.png")]
-  flip_check = {"type": "all", "checks": [
-      {"type": "image_size", "path": "flipped.png", "size": [300, 200]},
-      {"type": "image_pixels", "path": "flipped.png",
-       "points": [[20, 100, WHITE], [280, 100, BLUE], [280, 20, GREEN], [280, 180, BLUE]]}]}
+  # single checks: in an `all`, a size or format part alone pays a copy of the input (blind exploit)
+  flip_check = {"type": "image_props", "path": "flipped.png", "size": [300, 200],
+                "pixels": [{"at": at, "rgba": c + [255]} for at, c in
+                           (([20, 100], WHITE), ([280, 100], BLUE), ([280, 20], GREEN), ([280, 180], BLUE))]}
   gray_setup = [{"type": "png", "path": "colors.png", "size": [200, 100], "fill": RED,
                  "rects": [[100, 0, 200, 100, GREEN]]}, office("gimp", "colors.png")]
-  gray_check = {"type": "all", "checks": [{"type": "image_format", "path": "gray.png", "format": "PNG", "mode": "L"},
-                                          {"type": "image_size", "path": "gray.png", "size": [200, 100]}]}
+  gray_check = {"type": "image_format", "path": "gray.png", "format": "PNG", "mode": "L"}
   return [
       task("gimp_alpha_cyan_scale",
            "In GIMP (cyan.png is open), add an alpha channel, clear the cyan background to transparency, scale "
