@@ -47,7 +47,8 @@ def test_smoke_pipeline_writes_every_figure(smoke):
     assert sorted(t1["template"]) == sorted(TEMPLATES) and sorted(t1["kind"]) == ["gui", "hybrid", "terminal"]
     assert 0.0 <= t1["all"]["success_lo"] <= t1["all"]["success"] <= t1["all"]["success_hi"] <= 1.0
     assert t1["all"]["calls_per_task"] >= 1 and t1["all"]["output_tokens_per_task"] > 0
-    assert ev["summary"]["blind"]["all"]["episodes"] == 2   # the GUI and the hybrid instance
+    if label != "init":   # the random init gets T=1 and greedy only
+      assert ev["summary"]["blind"]["all"]["episodes"] == 2   # the GUI and the hybrid instance
   assert res["evaluations"]["init"]["params_from"].startswith("random init (seed 1)")
   assert res["evaluations"]["sft"]["params_from"].endswith("/sft")
   assert res["evaluations"]["rl"]["params_from"].endswith("/rl")
