@@ -429,3 +429,40 @@ def test_env_lost_episodes_stay_in_the_grpo_group():
                          pols)
   assert [e.episode_id for e in g.episodes] == ["e0", "e1"] and g.env_errors == 1
   assert g.rewards.tolist() == [1.0, 0.0]
+
+
+def test_a_relative_out_dir_keeps_screenshots_reachable(tmp_path, monkeypatch):
+  """run_episode with out_dir relative to the cwd: every GUI step's prompt still holds its image
+  (the root was once resolved twice: 'missing_image: o_1')."""
+  import os
+
+  from PIL import Image
+
+  from mage_jax.actions import schema as tools
+  from mage_jax.agent import episode as episode_lib
+  from mage_jax.agent.env import Observation
+  from mage_jax.agent.tasks.package import package_from_dict
+  from tests._agent_helpers import StubEnv
+
+  class ScreenEnv(StubEnv):
+    def reset(self, task):
+      return Observation(screenshot=Image.new("RGB", (64, 64), "red"), text=None)
+
+    def step(self, name, arguments):
+      return Observation(screenshot=Image.new("RGB", (64, 64), "blue"), text="")
+
+  seen = []
+
+  class Counter:
+    def act(self, req):
+      seen.append(len(req.images))
+      return episode_lib.PolicyOutput(text=tools.format_response(
+          "t", "Click", "computer_use", {"action": "left_click", "coordinate": [5, 5]}))
+
+  monkeypatch.chdir(tmp_path)
+  task = package_from_dict(dict(id="t", instruction="Click.", kind="gui",
+                                checker={"type": "file_exists", "path": "x"}))
+  res = episode_lib.run_episode(ScreenEnv(), task, Counter(), episode_lib.EpisodeConfig(
+      out_dir="rel_shots", max_steps=2, score_settle=0.0))
+  assert seen == [1, 2] and res.steps == 2
+  assert all(os.path.isabs(s.observation.screenshot) for s in res.episode.steps)

@@ -150,7 +150,10 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
   """
   start = time.monotonic()
   episode_id = episode_id or f"{task.id}-{int(time.time() * 1000)}"
-  shot_dir = os.path.join(cfg.out_dir, episode_id)
+  # Observations store paths under out_dir and the episode resolves them against its root, so the
+  # root must be absolute: a relative one resolved twice ('missing_image: o_1' on every GUI step).
+  out_dir = os.path.abspath(cfg.out_dir)
+  shot_dir = os.path.join(out_dir, episode_id)
   renderer = renderer_for(cfg)
   harness = cfg.harness
   res = EpisodeResult(task.id, task.kind, None, episode_id=episode_id, skills=list(task.skills),
@@ -168,7 +171,7 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
     n = len(steps) + 1  # trajectory step index (invalid turns are not steps)
     ep = tr.Episode(id=episode_id, instruction=task.instruction,
                     steps=steps + [tr.Step(current, "", "", None)], screen_size=screen,
-                    source="rollout", root=cfg.out_dir, tools=offered)
+                    source="rollout", root=out_dir, tools=offered)
     prompt, images = render_prompt(renderer, ep, n)
     out = policy.act(PolicyRequest(task, n, ep, prompt, images, env.resolve))
     res.model_calls += 1
@@ -218,7 +221,7 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
   if steps:
     res.episode = tr.Episode(id=episode_id, instruction=task.instruction, steps=steps, screen_size=screen,
                              source="rollout", outcome="success" if res.score >= 1 else "failure",
-                             reward=res.score, root=cfg.out_dir, tools=offered,
+                             reward=res.score, root=out_dir, tools=offered,
                              meta={"task_id": task.id, "kind": task.kind, "status": res.status,
                                    "toolset": cfg.toolset, "skills": list(task.skills),
                                    **({"harness": res.harness} if harness is not None else {})})
