@@ -3,7 +3,7 @@ sandbox gates accept sampled packages.
 
 The default run gates a rotating subset (one skill per domain, picked by a hash of the skill id and
 FORGE_GATE_ROTATION, default: today's date) so `make test` stays short; FORGE_GATE_ALL=1 gates every
-skill (about 5 min on 2 busy cores; the same as `python -m mage_jax.forge.skillcheck`).
+skill (about 5 min on 2 busy cores; the same as `python -m launch.skillcheck`).
 """
 import collections
 import datetime
@@ -27,7 +27,7 @@ REG = load_all()
 
 def test_taxonomy_file_matches_the_registry_exactly():
   tax = skill_lib.load_taxonomy()
-  assert tax == taxonomy_from_registry(), "run python -m mage_jax.forge.skillcheck --write_taxonomy"
+  assert tax == taxonomy_from_registry(), "run python -m launch.skillcheck --write_taxonomy"
   assert sorted(skill_lib.taxonomy_skill_ids(tax)) == sorted(REG)
 
 

@@ -4,7 +4,7 @@
   taxonomy_from_registry()   the taxonomy document the registry defines (what taxonomy.json holds)
   package_dict(skill, params, task_id)  a full task-package dict (docs/tasks.md) for one param set
 
-`python -m mage_jax.forge.skillcheck --write_taxonomy` rewrites taxonomy.json from the registry (bump
+`python -m launch.skillcheck --write_taxonomy` rewrites taxonomy.json from the registry (bump
 `VERSION` when a skill is added, removed or renamed); tests/test_forge_skills.py asserts they match.
 Importing this package registers nothing: `load_all()` (or importing a domain module) does.
 """
