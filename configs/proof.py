@@ -31,6 +31,7 @@ import ml_collections
 
 from configs import common, models
 from mage_jax.agent.tasks.proof_family import SCREEN
+from mage_jax.data.images import MAX_PIXELS as RUNNER_MAX_PIXELS
 
 STAGE_KINDS = ("data", "eval", "sft", "rl", "results")
 JOBS = {"data": "mage_jax.train.proof_steps:teacher_data",
@@ -43,8 +44,8 @@ STAGES = (("data", "data"), ("sft", "sft"), ("eval_sft", "eval"), ("rl", "rl"), 
           ("eval_init", "eval"), ("results", "results"))
 SUITES = "{workdir}/data"   # <data stage>/train_suite, heldout_suite, teacher/episodes.jsonl
 # Screens are small to keep the image-token count down (the family's 640x400 -> 240 merged
-# tokens, proof_family.SCREEN); render.max_pixels stays the episode runner's default, so no path
-# resizes differently.
+# tokens, proof_family.SCREEN); render.max_pixels is set back to the episode runner's default
+# (base_config's tiny cap would shrink them), so no path resizes differently.
 
 
 def _parse(arg: str | None) -> tuple[str, str]:
@@ -113,6 +114,9 @@ def _model_and_data(smoke: bool, name: str) -> ml_collections.ConfigDict:
     c.model[tower].attention_backend = "xla"
   c.data.seq_len = 1536
   c.data.patch_budget = 1024           # one 640x400 screenshot = 960 patches
+  # The episode runner (eval, RL) renders screenshots at the data path's default max_pixels; the
+  # tiny base config's 320x224 cap would train on 60-token screenshots and act on 240-token ones.
+  c.data.render.max_pixels = RUNNER_MAX_PIXELS
   c.data.batch_size = 2 if smoke else 4
   c.data.render.context_len = c.data.seq_len
   c.data.render.full_responses = 2
