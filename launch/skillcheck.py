@@ -30,6 +30,9 @@ def main(argv) -> None:
     return
   from mage_jax.agent.env import EnvConfig, LocalEnv
   reg = load_all()
+  unknown = [i for i in FLAGS.skills if i not in reg]
+  if unknown:
+    raise app.UsageError(f"--skills: unknown skill ids {unknown}; see mage_jax/forge/taxonomy.json")
   ids = FLAGS.skills or [i for i in reg if not FLAGS.domains or reg[i].domain in FLAGS.domains]
   t0 = time.monotonic()
   res = gate_skills(ids, lambda: LocalEnv(EnvConfig(width=800, height=600, command_timeout=30)), FLAGS.seed,
