@@ -9,7 +9,7 @@ ENGINE := .venv-engine
 ENGINE_STAMP := $(ENGINE)/.installed
 DEMO_DIR ?= workdirs/demo
 
-.PHONY: setup setup-test system-deps system-apps eval-apps engine demo test bench clean
+.PHONY: setup setup-test system-deps system-apps eval-apps engine engine-gpu demo test bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -70,6 +70,15 @@ $(ENGINE_STAMP): requirements-engine.txt $(wildcard mage_vllm/pyproject.toml)
 	touch $@
 
 engine: $(ENGINE_STAMP)
+
+# On a GPU host: the same engine venv from vLLM's CUDA build, every version pinned
+# (requirements-engine-gpu.txt: vllm==0.32.0 with its torch==2.13.0).
+engine-gpu: requirements-engine-gpu.txt
+	test -x $(ENGINE)/bin/python || $(PY) -m venv $(ENGINE)
+	$(ENGINE)/bin/pip install -q --upgrade pip
+	$(ENGINE)/bin/pip install -q -r requirements-engine-gpu.txt
+	$(ENGINE)/bin/python -c "import sys, torch; sys.exit(0 if torch.__version__.split('+')[0] == '2.13.0' else f'engine venv has torch {torch.__version__}; want 2.13.0')"
+	$(ENGINE)/bin/pip install -q --no-deps -e ./mage_vllm
 
 setup: $(STAMP) $(SYS_STAMP)
 setup-test: setup $(TEST_STAMP) $(ENGINE_STAMP) $(APPS_STAMP)
