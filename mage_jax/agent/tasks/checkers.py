@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import importlib
 import importlib.util
 import io
 import json
 import os
 import re
 from typing import Any, Callable, Protocol
+
+from mage_jax.agent.tasks import extensions
 
 TYPES = ("all", "file_text", "file_exists", "file_absent", "dir_listing", "json_equals", "json_point_in", "csv_equals",
          "xlsx_cells", "xlsx_merged", "xlsx_chart", "pptx_titles", "pdf_pages", "terminal_answer",
@@ -67,20 +68,11 @@ EXTENSIONS: dict[str, Extension] = {}
 
 
 def register(type_name: str, ext: Extension) -> None:
-  if type_name in TYPES or type_name in EXTENSIONS or type_name in RETIRED:
-    raise ValueError(f"checker type {type_name!r} is defined twice")
-  EXTENSIONS[type_name] = ext
-
-
-_loaded = False
+  extensions.add(EXTENSIONS, "checker", type_name, ext, tuple(TYPES) + tuple(RETIRED))
 
 
 def _load_extensions() -> None:
-  global _loaded
-  if not _loaded:  # set after the imports: a second thread must not see a half-filled registry
-    for name in EXTENSION_MODULES:
-      importlib.import_module(name)
-    _loaded = True
+  extensions.load_once(EXTENSION_MODULES)
 
 
 class CheckContext(Protocol):

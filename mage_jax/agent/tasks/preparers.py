@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import importlib
 import io
 import json
 import os
 from typing import Any, Callable, Protocol
+
+from mage_jax.agent.tasks import extensions
 
 TYPES = ("text", "json", "csv", "xlsx", "pptx", "pdf", "mkdir", "script", "app")
 
@@ -46,20 +47,11 @@ EXTENSIONS: dict[str, Extension] = {}
 
 
 def register(type_name: str, ext: Extension) -> None:
-  if type_name in TYPES or type_name in EXTENSIONS:
-    raise ValueError(f"preparer type {type_name!r} is defined twice")
-  EXTENSIONS[type_name] = ext
-
-
-_loaded = False
+  extensions.add(EXTENSIONS, "preparer", type_name, ext, TYPES)
 
 
 def _load_extensions() -> None:
-  global _loaded
-  if not _loaded:  # set after the imports: a second thread must not see a half-filled registry
-    for name in EXTENSION_MODULES:
-      importlib.import_module(name)
-    _loaded = True
+  extensions.load_once(EXTENSION_MODULES)
 
 
 class SetupTarget(Protocol):
