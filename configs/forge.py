@@ -25,7 +25,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.skill_modules = ["mage_jax.forge.skills"]   # imported (packages: every submodule) to register skills
   c.skills = []                                 # [] = every taxonomy skill; else these ids
   c.skills_per_domain = 1 if tiny else 0        # >0: only the first N skills of each domain
-  c.attempts_per_skill = 2 if tiny else 3       # attempts per skill and round (later rounds: same total)
+  # attempts per skill in round 1; rounds 2-3 spread the same total by the student's band, at
+  # least 1 per skill: the full run makes ~1,200 candidates over 3 rounds (>= 4 per skill)
+  c.attempts_per_skill = 2
   c.rounds = 3
   c.workers = 2                                 # generation processes (CPU-bound: one per core)
   c.gate_workers = 2 if tiny else 6             # sandbox gate processes (mostly wait on the sandbox)

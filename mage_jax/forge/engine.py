@@ -12,6 +12,7 @@ import importlib
 import json
 import os
 import pkgutil
+import threading
 import time
 from typing import Any
 
@@ -69,6 +70,34 @@ def select_skills(c: dict[str, Any]) -> tuple[list[str], list[str]]:
   return wanted, unimplemented
 
 
+class LoadSampler:
+  """The 1-minute load average every `every` s while a round runs: the machine may be shared, so
+  the manifest says how loaded it was next to every wall time."""
+
+  def __init__(self, every: float = 10.0):
+    self.every, self.samples, self._stop = every, [], threading.Event()
+    self._thread = threading.Thread(target=self._loop, daemon=True)
+
+  def _loop(self) -> None:
+    while True:
+      self.samples.append(os.getloadavg()[0])
+      if self._stop.wait(self.every):
+        return
+
+  def __enter__(self) -> "LoadSampler":
+    self._thread.start()
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self._stop.set()
+    self._thread.join()
+
+  def summary(self) -> dict[str, float]:
+    xs = self.samples or [os.getloadavg()[0]]
+    return {"min": round(min(xs), 1), "mean": round(sum(xs) / len(xs), 1), "max": round(max(xs), 1),
+            "samples": len(xs)}
+
+
 def evaluate_student(c: dict[str, Any], k: int, suite_dir: str, ids: list[str], out_dir: str) -> str | None:
   from mage_jax.agent import evaluation
   from mage_jax.agent.env import EnvConfig, LocalEnv
@@ -109,6 +138,8 @@ def run_forge(c: dict[str, Any]) -> dict[str, Any]:
   t_start = time.monotonic()
   for k in range(1, c["rounds"] + 1):
     round_dir = os.path.join(wd, f"round_{k}")
+    load = LoadSampler().__enter__()
+    t_round = time.monotonic()
     st, outcomes = RUN.run_round(c, k, budget, avoid, deduper, suite_dir, round_dir)
     all_outcomes += outcomes
     per_skill = collections.Counter()
@@ -119,8 +150,13 @@ def run_forge(c: dict[str, Any]) -> dict[str, Any]:
         evaluated.append(o["package"]["id"])
     row = round_row(st, budget, success, c, skills)
     results = None
+    t_eval = time.monotonic()
     if st.error is None and c["student"]["enabled"]:
       results = evaluate_student(c, k, suite_dir, evaluated, os.path.join(round_dir, "eval"))
+    load.__exit__()
+    row.update(student_episodes=len(evaluated) if results else 0,
+               student_seconds=round(time.monotonic() - t_eval, 1),
+               round_seconds=round(time.monotonic() - t_round, 1), load_average=load.summary())
     if results:
       for s, (a, n) in R.skill_success(results).items():
         prev = success.get(s, (0, 0))
