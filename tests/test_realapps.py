@@ -44,8 +44,42 @@ def test_suite_shape():
     assert any(s["type"] == "office" for s in p.setup), p.id
   assert all(per_app.get(a, 0) >= 3 for a in ("calc", "writer", "impress", "gimp")), per_app
   assert sum(p.reference_for("hybrid") is not None for p in pkgs) >= 12
+  multi = [p for p in pkgs if len(set(p.apps)) >= 2]
+  assert len(multi) >= 4 and all(len({s["app"] for s in p.setup if s["type"] == "office"}) >= 2 for p in multi)
   ids = {d["id"] for d in realapp_task_dicts()}
   assert {"calc_banner_chart", "gimp_alpha_cyan_scale"} <= ids
+
+
+def test_tk_app_is_managed_by_the_window_manager(monkeypatch):
+  """Every desktop runs openbox, and a built-in Tk app (which maps ~0.3 s after launch) is managed:
+  before `start_window_manager` waited for openbox to finish starting, its map request fell in the
+  start-up gap and the window stayed unmapped (launch_app timed out). Without the host font cache
+  openbox takes 1-2 s to start (the gap is wide: this failed every time with the old wait)."""
+  monkeypatch.setattr(apps, "font_env", lambda sandbox: {})
+  from mage_jax.agent.sandbox import SandboxUnavailable, check_available
+  try:
+    check_available()
+  except SandboxUnavailable as e:
+    pytest.skip(f"no sandbox: {e}")
+  if apps.shutil.which("openbox") is None:
+    pytest.skip("openbox is not installed (make system-apps)")
+  from mage_jax.agent.env import EnvConfig, LocalEnv
+  from mage_jax.agent.tasks.package import package_from_dict
+  env = LocalEnv(EnvConfig(width=800, height=600, app_timeout=20))
+  try:
+    env.reset(package_from_dict({
+        "id": "tk_wm", "kind": "gui", "instruction": "-", "checker": {"type": "file_exists", "path": "out.json"},
+        "setup": [{"type": "app", "config": {"kind": "form", "name": "form", "out": "/home/user/out.json",
+                                             "fields": ["A"]}}]}))
+    assert env.desktop._wm.poll() is None
+    d = env.desktop.display
+    managed = env.desktop.root.get_full_property(d.intern_atom("_NET_CLIENT_LIST"), 0).value
+    (win,) = [w for cls, title, w in apps.client_windows(env.desktop) if title == "form"]
+    assert win.id in managed and win.get_attributes().map_state == 2  # IsViewable
+    geo = win.query_tree().parent.get_geometry()  # openbox's frame: no border, at +0+0
+    assert (geo.x, geo.y, geo.width, geo.height) == (0, 0, 640, 480)
+  finally:
+    env.close()
 
 
 class _Files:

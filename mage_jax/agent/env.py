@@ -108,7 +108,9 @@ class LocalEnv(Env):
     display = None
     if task.needs_desktop:
       from mage_jax.agent.desktop import Desktop
+      from mage_jax.agent.apps import start_window_manager
       self.desktop = Desktop(self.sandbox, self.config.width, self.config.height)
+      start_window_manager(self.desktop)  # every desktop, Tk apps included: focus, stacking, geometry
       display = ":0"
     self.shell = PersistentShell(self.sandbox, timeout=self.config.command_timeout,
                                  max_output=self.config.max_output, display=display)

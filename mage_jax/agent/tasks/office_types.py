@@ -72,7 +72,7 @@ def xcf_to_png(data: bytes, timeout: float = 120) -> bytes | None:
   with Sandbox(SandboxConfig(ro_binds=apps.etc_binds())) as sb:
     sb.write_file("/tmp/in.xcf", data)
     apps._seed_profile(sb, "gimp")
-    env = apps.app_env()
+    env = apps.app_env(sb)
     argv = ["env", *[f"{k}={v}" for k, v in env.items()], "gimp", "-i", "-d", "-f",
             "-b", XCF_TO_PNG, "-b", "(gimp-quit 0)"]
     sb.run(argv, timeout=timeout)

@@ -61,7 +61,7 @@ def launch(desktop, url: str, *, kiosk: bool = True, title: str | None = None, t
   from mage_jax.agent import apps  # the window manager and window waits are shared with the office apps
   sb = desktop.sandbox
   apps.start_window_manager(desktop)
-  env = sandbox_env(":0")
+  env = {**sandbox_env(":0"), **apps.font_env(sb)}  # the host's font cache: no scan of every font per start
   if kiosk:  # caches and config out of the task's home
     env.update({"XDG_CONFIG_HOME": f"{KIOSK_PROFILE}/config", "XDG_CACHE_HOME": f"{KIOSK_PROFILE}/cache"})
   proc = sb.spawn(argv(url, desktop.width, desktop.height, kiosk), env=env, memory_cgroup=memory_cgroup(sb, memory_mb),

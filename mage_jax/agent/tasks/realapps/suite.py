@@ -1,5 +1,5 @@
-"""Real-application tasks: LibreOffice Calc, Writer, Impress, GIMP, and two tasks across two apps
-(14 in all).
+"""Real-application tasks: LibreOffice Calc, Writer, Impress, GIMP, and four tasks across two apps
+(16 in all).
 
 Each task opens its file in the real app at setup (preparer `office`, agent/apps.py) and has two
 references: a GUI-only one (`computer_use` only: the shortest path a person would take, keyboard
@@ -176,6 +176,12 @@ def _pptx_py(body: str, path: str = "deck.pptx") -> str:
   return f"from pptx import Presentation\np = Presentation('{path}')\n" + body.strip() + f"\np.save('{path}')"
 
 
+def add_last_slide(title: str) -> list[dict[str, Any]]:
+  """A new slide after the last of DECK's three, titled `title`, saved (Ctrl+M adds after the current)."""
+  return [click_at(*THUMB[2], "the last slide's thumbnail"), key("ctrl", "m"),
+          click_at(*TITLE, "the new slide's title placeholder"), type_(title), key("Escape"), key("Escape"), SAVE]
+
+
 def _impress() -> list[dict[str, Any]]:
   setup = [{"type": "pptx", "path": "deck.pptx", "slides": DECK}, office("impress", "deck.pptx")]
   titles = [s["title"] for s in DECK]
@@ -203,22 +209,17 @@ def _impress() -> list[dict[str, Any]]:
       task("impress_add_slide",
            "In deck.pptx (open in Impress), add a slide titled Questions after the last slide and save the file "
            "in PowerPoint format.",
-           setup, check(titles + ["Questions"]),
-           [click_at(*THUMB[2], "the last slide's thumbnail"), key("ctrl", "m"),
-            click_at(*TITLE, "the new slide's title placeholder"), type_("Questions"), key("Escape"),
-            key("Escape"), SAVE],
+           setup, check(titles + ["Questions"]), add_last_slide("Questions"),
            [py(_pptx_py("s = p.slides.add_slide(p.slide_layouts[1])\ns.shapes.title.text = 'Questions'"),
                "Add the slide with python-pptx")],
-           [click_at(*THUMB[2], "the last slide's thumbnail"), key("ctrl", "m"),
-            click_at(*TITLE, "the new slide's title placeholder"), type_("Question"), key("Escape"),
-            key("Escape"), SAVE], ["impress"], ["slides"]),
+           add_last_slide("Question"), ["impress"], ["slides"]),
   ]
 
 
 # ---- GIMP -----------------------------------------------------------------------------------------
-# GIMP's single window opens at +200+32 (1025x768) with the image at 100% centred on the canvas:
-# a 400x300 image's pixel (0, 0) is at screen (505, 289).
-CANVAS_ORIGIN_400x300 = (505, 289)
+# GIMP's single window opens at +200+32 (1024x768) with the image at 100% centred on the canvas:
+# a 400x300 image's pixel (0, 0) is at screen (504, 288).
+CANVAS_ORIGIN_400x300 = (504, 288)
 CYAN, RED, WHITE, BLUE, GREEN = [0, 255, 255], [220, 30, 30], [255, 255, 255], [0, 0, 255], [0, 160, 0]
 
 
@@ -294,6 +295,7 @@ def _gimp() -> list[dict[str, Any]]:
 # switches. The GUI references look at the spreadsheet first (Alt+Tab there and back).
 MEMO = ["Memo", "Supplies were ordered this month."]
 REGIONS = [["Region", "Sales"], ["North", 40], ["South", 75], ["East", 52]]
+SCORES = [["Name", "Score"], ["Ann", 82], ["Ben", 90], ["Cal", 75], ["Dee", 93]]
 
 
 def _multi() -> list[dict[str, Any]]:
@@ -309,6 +311,19 @@ from pptx import Presentation
 ws = openpyxl.load_workbook("regions.xlsx").active
 top = max(ws.iter_rows(min_row=2, values_only=True), key=lambda r: r[1])[0]
 p = Presentation("deck.pptx"); p.slides[1].shapes.title.text = top; p.save("deck.pptx")"""
+  summary_py = """
+import docx, openpyxl
+rows = list(openpyxl.load_workbook("scores.xlsx").active.iter_rows(min_row=2, values_only=True))
+best = max(rows, key=lambda r: r[1])[0]
+mean = sum(r[1] for r in rows) / len(rows)
+d = docx.Document("memo.docx"); d.add_paragraph(f"{len(rows)} scores, average {mean:g}, best {best}")
+d.save("memo.docx")"""
+  heading_py = """
+import docx
+from pptx import Presentation
+title = next(p.text for p in docx.Document("report.docx").paragraphs if p.text.strip())
+p = Presentation("deck.pptx"); s = p.slides.add_slide(p.slide_layouts[1]); s.shapes.title.text = title
+p.save("deck.pptx")"""
   deck = [{"title": "Results", "body": "This quarter"}, {"title": "Top region", "body": "Ahead of plan"}]
   retitle2 = [click_at(*THUMB[1], "the second slide's thumbnail"),
               click_at(*TITLE, "the slide title", "double_click"), key("ctrl", "a")]
@@ -335,6 +350,29 @@ p = Presentation("deck.pptx"); p.slides[1].shapes.title.text = top; p.save("deck
            [py(top_py, "Find the top region and retitle the slide in Python")],
            look + retitle2 + [type_("East"), key("Escape"), key("Escape"), SAVE],
            ["calc", "impress"], ["multi_app", "read_value"]),
+      task("multi_calc_summary_to_writer",
+           "Summarise the scores in scores.xlsx (open in Calc) as a last paragraph of memo.docx (open in Writer) "
+           "in the form: N scores, average M, best NAME (the count, the mean score, the name with the highest "
+           "score), and save the memo in Word format.",
+           [{"type": "xlsx", "path": "scores.xlsx", "sheets": {"Scores": SCORES}},
+            {"type": "docx", "path": "memo.docx", "paragraphs": MEMO},
+            office("calc", "scores.xlsx"), office("writer", "memo.docx")],
+           {"type": "docx_paragraphs", "path": "memo.docx", "paragraphs": MEMO + ["4 scores, average 85, best Dee"]},
+           look + [key("ctrl", "End"), key("Return"), type_("4 scores, average 85, best Dee"), SAVE],
+           [py(summary_py, "Summarise the sheet into the memo in Python")],
+           look + [key("ctrl", "End"), key("Return"), type_("4 scores, average 85, best Ben"), SAVE],
+           ["calc", "writer"], ["multi_app", "read_value", "aggregate"]),
+      task("multi_writer_heading_to_impress",
+           "Add a slide after the last slide of deck.pptx (open in Impress) whose title is the first paragraph "
+           "of report.docx (open in Writer), and save the deck in PowerPoint format.",
+           [{"type": "docx", "path": "report.docx", "paragraphs": REPORT},
+            {"type": "pptx", "path": "deck.pptx", "slides": DECK},
+            office("writer", "report.docx"), office("impress", "deck.pptx")],
+           {"type": "pptx_titles", "path": "deck.pptx", "titles": [s["title"] for s in DECK] + [REPORT[0]]},
+           look + add_last_slide(REPORT[0]),
+           [py(heading_py, "Copy the heading into a new slide in Python")],
+           look + add_last_slide(REPORT[0].split()[0]),
+           ["writer", "impress"], ["multi_app", "read_value", "slides"]),
   ]
 
 
