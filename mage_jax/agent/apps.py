@@ -115,7 +115,7 @@ FONTCONFIG_FILE = "/opt/mage_fontconfig/fonts.conf"
 
 def etc_binds() -> tuple[tuple[str, str], ...]:
   binds = tuple((d, d) for d in ETC_DIRS if os.path.isdir(d))
-  if os.path.isdir(FONT_CACHE):
+  if os.path.isdir(FONT_CACHE) and os.path.isfile(os.path.join(FONT_CONF_DIR, "fonts.conf")):
     binds += ((FONT_CACHE, "/opt/mage_fontconfig_cache"), (FONT_CONF_DIR, os.path.dirname(FONTCONFIG_FILE)))
   return binds
 
