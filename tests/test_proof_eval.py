@@ -71,3 +71,40 @@ def test_blind_policy_sends_blank_screens_of_the_same_size():
   assert img.shape == shot.shape and not img.any()          # blank, same size
   assert pol.samples[0].prompt_ids.count(IMAGE_PAD_ID) == n and not pol.samples[0].images[0].any()
   assert req.images[0].min() == 200                          # the seeing request is untouched
+
+
+def test_run_heldout_one_queue_rows_by_mode_and_task():
+  """All modes go to the pool in one run (mode by mode), results arrive in any order and are
+  matched back by episode id; blind plays only the screenshot kinds; greedy gets its own context."""
+  from mage_jax.agent.episode import EpisodeResult
+  tasks = [types.SimpleNamespace(id=i, kind=k) for i, k in
+           (("t_a", "terminal"), ("g_b", "gui"), ("h_c", "hybrid"), ("t_d", "terminal"))]
+  runs = []
+
+  class Pool:
+    def run(self, jobs):
+      jobs = list(jobs)
+      runs.append(jobs)
+      for j in reversed(jobs):   # out of order, as slots finish
+        mode = j.episode_id.split("-")[0]
+        yield EpisodeResult(j.task.id, j.task.kind, None, score=float(mode == "greedy" and j.task.id == "g_b"),
+                            status="terminated", model_calls=2, episode_id=j.episode_id)
+  ctxs = {m: types.SimpleNamespace(mode=m) for m in proof_eval.MODES}
+  seen = []
+  rows = proof_eval.run_heldout(tasks, lambda t: "tpl_" + t.id, ctxs.__getitem__, Pool(),
+                                on_result=seen.append)
+  assert len(runs) == 1
+  assert [j.episode_id for j in runs[0]] == (["t1-t_a", "t1-g_b", "t1-h_c", "t1-t_d"]
+                                             + ["greedy-t_a", "greedy-g_b", "greedy-h_c", "greedy-t_d"]
+                                             + ["blind-g_b", "blind-h_c"])
+  for j in runs[0]:
+    mode = j.episode_id.split("-")[0]
+    assert isinstance(j.policy, proof_eval.BlindPolicy) == (mode == "blind")
+    assert j.policy.ctx is ctxs[mode]
+  assert [(r["mode"], r["task_id"]) for r in rows] == [(j.episode_id.split("-")[0], j.task.id) for j in runs[0]]
+  assert [r["task_id"] for r in rows if r["success"]] == ["g_b"] and rows[5]["mode"] == "greedy"
+  assert rows[1]["template"] == "tpl_g_b" and len(seen) == 10
+  with pytest.raises(ValueError, match="t_a"):
+    proof_eval.run_heldout(tasks + tasks[:1], str, ctxs.__getitem__, Pool(), modes=["t1"])
+  with pytest.raises(ValueError, match="unknown evaluation mode"):
+    proof_eval.run_heldout(tasks, str, ctxs.__getitem__, Pool(), modes=["hot"])

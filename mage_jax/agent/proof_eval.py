@@ -56,8 +56,10 @@ def run_heldout(tasks: Sequence[TaskPackage], template_of: Callable[[TaskPackage
                 modes: Iterable[str] = MODES, on_result: Callable[[dict], None] | None = None
                 ) -> list[dict[str, Any]]:
   """Play each task once per mode; returns episode rows (order: mode, then task order).
-  `ctx_for(mode)` gives the engine context (temperature 1 for t1/blind, 0 for greedy)."""
-  rows = []
+  `ctx_for(mode)` gives the engine context (temperature 1 for t1/blind, 0 for greedy).
+  Every mode's episodes go to the pool as one queue (mode by mode), so the slots and the
+  engine's batch stay full across a mode boundary instead of draining between modes."""
+  jobs, meta = [], {}
   for mode in modes:
     if mode not in MODES:
       raise ValueError(f"unknown evaluation mode {mode!r}; expected one of {MODES}")
@@ -66,15 +68,19 @@ def run_heldout(tasks: Sequence[TaskPackage], template_of: Callable[[TaskPackage
       continue
     ctx = ctx_for(mode)
     cls = BlindPolicy if mode == "blind" else RolloutPolicy
-    jobs = [Job(t, cls(ctx, t.id, f"{mode}-{t.id}"), f"{mode}-{t.id}") for t in todo]
-    task_of, by_id = {t.id: t for t in todo}, {}
-    for res in pool.run(jobs):
-      row = episode_row(mode, template_of(task_of[res.task_id]), res)
-      by_id[res.task_id] = row
-      if on_result:
-        on_result(row)
-    rows += [by_id[t.id] for t in todo if t.id in by_id]
-  return rows
+    for t in todo:
+      key = f"{mode}-{t.id}"
+      if key in meta:
+        raise ValueError(f"run_heldout: two held-out tasks have the id {t.id!r}; the pairs would not be whole")
+      jobs.append(Job(t, cls(ctx, t.id, key), key))
+      meta[key] = (mode, t)
+  by_key = {}
+  for res in pool.run(jobs):   # results come back by episode id (= job key), in any order
+    mode, task = meta[res.episode_id]
+    by_key[res.episode_id] = row = episode_row(mode, template_of(task), res)
+    if on_result:
+      on_result(row)
+  return [by_key[k] for k in meta if k in by_key]
 
 
 def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
