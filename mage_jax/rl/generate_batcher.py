@@ -186,8 +186,8 @@ class SlotEngine:
   def use(self, policy, label: str) -> None:
     """The weights (and label) for jobs admitted from now on; callers drain slots first."""
     if policy is not self.policy:
-      from flax import nnx
-      self.policy, self.split = policy, nnx.split(policy.model)
+      from mage_jax.models import slot_decode
+      self.policy, self.split = policy, slot_decode.split(policy.model)
     self.label = label
 
   @staticmethod
@@ -260,9 +260,9 @@ class SlotEngine:
               "greedy": job.greedy}
     for name, value in params.items():
       self.rows[name][slot] = value
-    graphdef, state = self.split
+    model_def, leaves = self.split
     token, logp, row = slot_decode.prefill_row(
-        graphdef, state, jnp.asarray(tokens), jnp.asarray([len(job.prompt)], jnp.int32),
+        model_def, leaves, jnp.asarray(tokens), jnp.asarray([len(job.prompt)], jnp.int32),
         *(jnp.asarray(self.rows[name][slot:slot + 1]) for name in params), job.vision,
         max_len=self.pool.segment_ids.shape[1])
     self.pool = slot_decode.insert_row(self.pool, row, jnp.int32(slot))
@@ -292,8 +292,8 @@ class SlotEngine:
     import jax.numpy as jnp
     from mage_jax.models import slot_decode
     rows = slot_decode.Rows(**{k: jnp.asarray(v) for k, v in self.rows.items()})
-    graphdef, state = self.split
-    tokens, logps, self.pool = slot_decode.decode_slots(graphdef, state, self.pool, rows,
+    model_def, leaves = self.split
+    tokens, logps, self.pool = slot_decode.decode_slots(model_def, leaves, self.pool, rows,
                                                          steps=self.steps)
     tokens, logps = np.asarray(tokens), np.asarray(logps)     # one fetch per call
     self.rows["position"] += self.steps
