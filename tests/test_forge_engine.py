@@ -2,6 +2,7 @@
 budget moves, and a tiny 3-round run through the real sandbox gates (with resume)."""
 import json
 import os
+import random
 import sqlite3
 import sys
 
@@ -97,6 +98,19 @@ def test_dedup_reasons():
                  dict(chk, equals="y"), "t5") is None
 
 
+def test_settle_pause_only_for_desktop_packages():
+  from mage_jax.agent.tasks import gates as harness
+  from mage_jax.forge.skills import load_all, package_dict
+  reg = load_all()
+  default = harness.SETTLE_SECONDS
+  for sid, pause in (("shell.create.file_with_lines", 0.0), ("desktop.click.named_button", default)):
+    with gates.settle_for(package_dict(reg[sid], reg[sid].sample(random.Random(0)), sid)):
+      assert harness.SETTLE_SECONDS == pause, sid
+    assert harness.SETTLE_SECONDS == default  # restored
+  with gates.settle_for({"id": "broken"}):  # no schema: the harness default stays
+    assert harness.SETTLE_SECONDS == default
+
+
 def test_rounds_allocation_and_results_json(tmp_path):
   from mage_jax.agent import evaluation
   from mage_jax.agent.episode import EpisodeResult
@@ -147,7 +161,7 @@ def tiny_config(workdir, **kw):
   c = get_config("tiny").to_dict()
   c.update(workdir=str(workdir), taxonomy="", skill_modules=[], skills_per_domain=0,
            skills=[s.id for s in _forge_skills.SKILLS],
-           attempts_per_skill=3)
+           attempts_per_skill=2)
   c.update(kw)
   return c
 
@@ -158,7 +172,7 @@ def test_tiny_three_rounds_gates_counts_and_resume(tmp_path):
   assert [r["round"] for r in m["rounds"]] == [1, 2, 3] and m["round"] == 3
   r1 = m["rounds"][0]
   bad = r1["rejections_by_skill"]["test.text.badmention"]
-  assert bad == {"file_gate": 3} and r1["rejections_by_node"]["file_gate:file_gate"] >= 3
+  assert bad == {"file_gate": 2} and r1["rejections_by_node"]["file_gate:file_gate"] >= 2
   assert m["counts"]["per_skill"].get("test.text.badmention") is None
   assert m["rejections"].get("near_miss_below_one", 0) >= 1  # weaknear's flag=1 draws
   assert m["counts"]["skills_with_3_plus"] >= 3 and m["counts"]["multi_app"] >= 1  # csv.sum: 2 apps
@@ -180,8 +194,9 @@ def test_tiny_three_rounds_gates_counts_and_resume(tmp_path):
     json.dump(d, f)
   res = engine.recheck(str(small), workers=2)
   assert res["checked"] == 2 and [f[:2] for f in res["failed"]] == [(suite[1].id, "reference_one")]
-  # resume: same workdir -> every node and gate read back, nothing re-gated, same suite
-  c2 = dict(c, rounds=1)
+  # resume: same workdir -> every node and gate read back, nothing re-gated, same suite (the
+  # student, whose evaluation is no gate, stays out of it)
+  c2 = dict(c, rounds=1, student=dict(c["student"], enabled=False))
   m2 = engine.run_forge(c2)
   assert m2["rounds"][0]["gated_fresh"] == 0 and m2["rounds"][0]["accepted"] == r1["accepted"]
   assert m2["counts"]["tasks"] == m["counts"]["tasks"]

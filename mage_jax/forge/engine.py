@@ -1,7 +1,7 @@
 """`run_forge(config)`: load skills, check their workflows, run the rounds, write the manifest.
 
 Round 1 gives every skill `attempts_per_skill` attempts. After each round the student
-(rounds.NoisyScriptedPolicy) is evaluated on that round's accepted tasks through the same
+(student.NoisyScriptedPolicy) is evaluated on that round's accepted tasks through the same
 evaluation code as launch.eval (results.json under W/round_<k>/eval/); round k+1's budget and
 workflow refinements come from that file and round k's outcomes (rounds.py).
 """
@@ -104,6 +104,7 @@ def evaluate_student(c: dict[str, Any], k: int, suite_dir: str, ids: list[str], 
   from mage_jax.agent.episode import EpisodeConfig
   from mage_jax.agent.slots import LocalSlotPool
   from mage_jax.agent.tasks.package import load_package
+  from mage_jax.forge import student
   if not ids:
     return None
   tasks = [load_package(os.path.join(suite_dir, i)) for i in ids]
@@ -112,7 +113,7 @@ def evaluate_student(c: dict[str, Any], k: int, suite_dir: str, ids: list[str], 
   pool = LocalSlotPool(lambda: LocalEnv(env_cfg), EpisodeConfig(
       max_steps=c["student"]["max_steps"], out_dir=os.path.join(out_dir, "shots")), c["gate_workers"])
   try:
-    results = evaluation.evaluate(tasks, R.student_factory(noise, k), pool)
+    results = evaluation.evaluate(tasks, student.student_factory(noise, k), pool)
   finally:
     pool.close()
   return evaluation.write_results(out_dir, results, evaluation.summarize(results),

@@ -9,7 +9,7 @@ episode rows carry `skills`) and round k's gate statistics, then
     (`avoid`), so the next round stops drawing them;
   * can propose sibling skills through an LLM node (`propose_siblings`).
 
-The student (until a trained model exists) is `NoisyScriptedPolicy`: the scripted reference
+The student (until a trained model exists) is `forge.student.NoisyScriptedPolicy`: the scripted reference
 policy with a per-step error probability p(skill) — at each step, with probability p, it
 takes a wrong action instead (a bash command becomes a no-op `true`, a click lands on the
 screen corner, typed text is reversed); terminate steps are never corrupted. p(skill) is
@@ -25,7 +25,6 @@ import json
 import random
 from typing import Any
 
-from mage_jax.agent.policies import ScriptedPolicy
 
 
 def unit_hash(text: str) -> float:
@@ -39,43 +38,6 @@ class NoiseModel:
 
   def p(self, skill: str) -> float:
     return self.base + self.spread * unit_hash("noise:" + skill)
-
-
-class NoisyScriptedPolicy(ScriptedPolicy):
-  """ScriptedPolicy('reference') with per-step wrong actions (see the module docstring)."""
-
-  def __init__(self, p: float, seed: str):
-    super().__init__("reference")
-    self.p, self.rng = p, random.Random(seed)
-
-  def act(self, request):
-    calls = request.task.reference or []
-    i = request.t - 1
-    if i < len(calls) and (calls[i].get("arguments") or {}).get("action") != "terminate" \
-        and self.rng.random() < self.p:
-      wrong = self._wrong(calls[i])
-      task = dataclasses.replace(request.task, references=[{"channel": "hybrid", "calls": [
-          *calls[:i], wrong, *calls[i + 1:]]}])
-      return super().act(dataclasses.replace(request, task=task))
-    return super().act(request)
-
-  @staticmethod
-  def _wrong(call: dict[str, Any]) -> dict[str, Any]:
-    args = dict(call.get("arguments") or {})
-    if call["name"] == "bash":
-      return {"name": "bash", "arguments": {"command": "true"}, "action": "Run `true` (a wrong step)"}
-    if "coordinate" in args:
-      args["coordinate"] = [0, 0]
-    elif "text" in args:
-      args["text"] = args["text"][::-1] + "x"
-    return dict(call, arguments=args, action="A wrong step")
-
-
-def student_factory(noise: NoiseModel, round_k: int):
-  def factory(task):
-    skill = task.skills[0] if task.skills else task.id
-    return NoisyScriptedPolicy(noise.p(skill), seed=f"{task.id}:{round_k}")
-  return factory
 
 
 def skill_success(results_path: str) -> dict[str, tuple[int, int]]:

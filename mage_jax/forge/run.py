@@ -105,10 +105,23 @@ def gate_one(pkg: dict[str, Any]) -> dict[str, Any]:
   return res
 
 
+def _jax_running() -> bool:
+  """Whether JAX has started a backend in this process (its thread pools start with it; importing
+  jax starts none: the student's episode code imports it and never computes)."""
+  if "jax" not in sys.modules:
+    return False
+  try:
+    from jax._src import xla_bridge
+    return bool(xla_bridge._backends)
+  except Exception:  # noqa: BLE001 - a JAX without that table: assume it runs
+    return True
+
+
 def _pool(workers: int, settings: dict[str, Any]) -> ProcessPoolExecutor:
   # fork is cheap and inherits the registry, but forking a process whose JAX threads are running
-  # can deadlock the child: with JAX loaded (e.g. a test session) the workers are spawned.
-  method = "spawn" if "jax" in sys.modules else "fork"
+  # can deadlock the child: once a JAX backend is up (e.g. a test session that ran a model) the
+  # workers are spawned (each re-imports the skill modules: ~2-4 s of CPU per worker).
+  method = "spawn" if _jax_running() else "fork"
   settings = dict(settings, modules=sorted({s.sample.__module__ for s in REGISTRY.values()
                                             if s.id not in {x["id"] for x in R.SIBLINGS}}),
                   siblings=list(R.SIBLINGS))
@@ -179,6 +192,9 @@ def run_round(c: dict[str, Any], k: int, budget: dict[str, int], avoid: dict[str
       st.reject(o["skill"], dup[0], "dedup")
       continue
     to_gate.append(o)
+  # GUI and hybrid packages first: a desktop gate takes ~6x a terminal one (Xvfb and a Tk app per
+  # reset, mostly waiting), so started last they would leave the other workers idle at the end
+  to_gate.sort(key=lambda o: o["package"].get("kind") == "terminal")
   t0 = time.monotonic()
   if c["gate"]:
     with _pool(c["gate_workers"], settings) as ex:
