@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import io
 import types
 
@@ -108,3 +109,36 @@ def test_run_heldout_one_queue_rows_by_mode_and_task():
     proof_eval.run_heldout(tasks + tasks[:1], str, ctxs.__getitem__, Pool(), modes=["t1"])
   with pytest.raises(ValueError, match="unknown evaluation mode"):
     proof_eval.run_heldout(tasks, str, ctxs.__getitem__, Pool(), modes=["hot"])
+
+
+def test_run_heldout_skips_episodes_already_played():
+  from mage_jax.agent.episode import EpisodeResult
+  tasks = [types.SimpleNamespace(id="a", kind="terminal"), types.SimpleNamespace(id="b", kind="gui")]
+  played = []
+
+  class Pool:
+    def run(self, jobs):
+      for j in jobs:
+        played.append(j.episode_id)
+        yield EpisodeResult(j.task.id, j.task.kind, None, status="budget", episode_id=j.episode_id)
+  old = row("t1", "b", "x", "gui", True, 2, 50)
+  rows = proof_eval.run_heldout(tasks, lambda t: t.id, lambda m: None, Pool(), modes=["t1", "greedy"],
+                                done={proof_eval.episode_key("t1", "b"): old})
+  assert played == ["t1-a", "greedy-a", "greedy-b"]
+  assert [(r["mode"], r["task_id"]) for r in rows] == [("t1", "a"), ("t1", "b"), ("greedy", "a"), ("greedy", "b")]
+  assert rows[1] is old
+
+
+def test_read_partial_checks_the_header_and_drops_a_cut_off_line(tmp_path):
+  from mage_jax.train.proof_steps import read_partial
+  path = str(tmp_path / "episodes.partial.jsonl")
+  head = {"params_from": "/w/sft", "seed": 0, "max_tokens": 96, "modes": "t1,greedy"}
+  assert read_partial(path, head) == {}
+  r1, r2 = row("t1", "a", "x", "terminal", True, 2, 50), row("greedy", "a", "x", "terminal", False, 4, 90)
+  with open(path, "a") as f:
+    f.write(json.dumps(r1) + "\n" + json.dumps(r2) + "\n" + json.dumps(r1)[:17])   # killed mid-write
+  assert read_partial(path, head) == {"t1-a": r1, "greedy-a": r2}
+  with open(path) as f:
+    assert len(f.read().splitlines()) == 3            # header + 2 rows; the fragment is gone
+  with pytest.raises(ValueError, match="episodes.partial.jsonl:1"):
+    read_partial(path, {**head, "params_from": "/w/rl"})

@@ -53,12 +53,16 @@ def episode_row(mode: str, template: str, res: EpisodeResult) -> dict[str, Any]:
 
 def run_heldout(tasks: Sequence[TaskPackage], template_of: Callable[[TaskPackage], str],
                 ctx_for: Callable[[str], RolloutContext], pool: SlotPool,
-                modes: Iterable[str] = MODES, on_result: Callable[[dict], None] | None = None
-                ) -> list[dict[str, Any]]:
+                modes: Iterable[str] = MODES, on_result: Callable[[dict], None] | None = None,
+                done: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
   """Play each task once per mode; returns episode rows (order: mode, then task order).
   `ctx_for(mode)` gives the engine context (temperature 1 for t1/blind, 0 for greedy).
   Every mode's episodes go to the pool as one queue (mode by mode), so the slots and the
-  engine's batch stay full across a mode boundary instead of draining between modes."""
+  engine's batch stay full across a mode boundary instead of draining between modes.
+  `done` (episode_key -> row) holds rows an interrupted run already played: those episodes are
+  not replayed (an episode's sampling seed depends only on its id, so a replay would be the
+  same episode) and their rows are returned in place."""
+  done = done or {}
   jobs, meta = [], {}
   for mode in modes:
     if mode not in MODES:
@@ -69,18 +73,24 @@ def run_heldout(tasks: Sequence[TaskPackage], template_of: Callable[[TaskPackage
     ctx = ctx_for(mode)
     cls = BlindPolicy if mode == "blind" else RolloutPolicy
     for t in todo:
-      key = f"{mode}-{t.id}"
+      key = episode_key(mode, t.id)
       if key in meta:
         raise ValueError(f"run_heldout: two held-out tasks have the id {t.id!r}; the pairs would not be whole")
-      jobs.append(Job(t, cls(ctx, t.id, key), key))
       meta[key] = (mode, t)
-  by_key = {}
+      if key not in done:
+        jobs.append(Job(t, cls(ctx, t.id, key), key))
+  by_key = {k: done[k] for k in meta if k in done}
   for res in pool.run(jobs):   # results come back by episode id (= job key), in any order
     mode, task = meta[res.episode_id]
     by_key[res.episode_id] = row = episode_row(mode, template_of(task), res)
     if on_result:
       on_result(row)
   return [by_key[k] for k in meta if k in by_key]
+
+
+def episode_key(mode: str, task_id: str) -> str:
+  """The job key and episode id of one held-out episode (also a row's key in `done`)."""
+  return f"{mode}-{task_id}"
 
 
 def _stats(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ Each is `fn(config, stage_dir, previous, workdir) -> summary` (mage_jax.train.cu
 """
 from __future__ import annotations
 
+import collections
 import json
 import os
 import time
@@ -102,14 +103,29 @@ def evaluate(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, work
       return RolloutContext(client, lambda: 0, max_tokens=cfg.rl.max_tokens,
                             temperature=0.0 if mode == "greedy" else 1.0, top_p=1.0, seed=cfg.seed)
 
-    done = [0]
+    # Rows are appended as episodes finish, so an interrupted stage resumes where it stopped
+    # (and its progress can be read); episodes.json is written once every row is in.
+    partial = os.path.join(stage_dir, "episodes.partial.jsonl")
+    done = read_partial(partial, {"params_from": previous or f"init:{cfg.seed}", "seed": cfg.seed,
+                                  "max_tokens": cfg.rl.max_tokens, "modes": p.modes})
+    counts = collections.Counter()
+    out = open(partial, "a")
 
     def progress(row: dict) -> None:
-      done[0] += 1
-      if done[0] % 25 == 0:
-        print(f"  eval {done[0]} episodes ({time.perf_counter() - t0:.0f} s)", flush=True)
-    rows = proof_eval.run_heldout(tasks, lambda t: fam.template_of(t.id), ctx_for, pool,
-                                  modes=[m for m in p.modes.split(",") if m], on_result=progress)
+      out.write(json.dumps(row) + "\n")
+      out.flush()
+      counts[row["mode"]] += 1
+      counts[row["mode"] + "_solved"] += int(row["success"])
+      n = sum(v for k, v in counts.items() if not k.endswith("_solved"))
+      if n % 25 == 0:
+        per = " ".join(f"{m} {counts[m + '_solved']}/{counts[m]}" for m in proof_eval.MODES if counts[m])
+        print(f"  eval {n} episodes ({time.perf_counter() - t0:.0f} s; solved {per})", flush=True)
+    try:
+      rows = proof_eval.run_heldout(tasks, lambda t: fam.template_of(t.id), ctx_for, pool,
+                                    modes=[m for m in p.modes.split(",") if m], on_result=progress,
+                                    done=done)
+    finally:
+      out.close()
   finally:
     server.stop()
     pool.close()
@@ -120,7 +136,41 @@ def evaluate(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, work
   print("  " + " ".join(f"{k}={v:.3f}" for k, v in line.items()), flush=True)
   return {"params_from": previous or f"random init (seed {cfg.seed})", "weights": path,
           "instances": len(tasks), "summary": summary, "row": line,
+          "resumed_episodes": len(done),   # played by an earlier, interrupted run (not in wall_s)
           "wall_s": time.perf_counter() - t0}
+
+
+def read_partial(path: str, header: dict) -> dict[str, dict]:
+  """Rows an interrupted evaluation already wrote to `path` (episode_key -> row), after checking
+  that they were played with the same params and settings (`header`, the file's first line);
+  a fresh file gets the header. A last line cut off mid-write is dropped (and reported)."""
+  from mage_jax.agent import proof_eval
+  if not os.path.exists(path) or os.path.getsize(path) == 0:
+    with open(path, "w") as f:
+      f.write(json.dumps({"header": header}) + "\n")
+    return {}
+  with open(path) as f:
+    lines = [line for line in f if line.strip()]
+  first = json.loads(lines[0]).get("header")
+  if first != header:
+    raise ValueError(f"{path}:1: rows played with {first}, this run is {header}; "
+                     "remove the file to evaluate again")
+  done, cut = {}, 0
+  for i, line in enumerate(lines[1:], start=2):
+    try:
+      r = json.loads(line)
+    except json.JSONDecodeError:
+      if i != len(lines):
+        raise ValueError(f"{path}:{i}: not a JSON row") from None
+      cut += 1
+      continue
+    done[proof_eval.episode_key(r["mode"], r["task_id"])] = r
+  if cut:   # rewrite without it, so the next row is not appended to the fragment
+    with open(path, "w") as f:
+      f.writelines(line if line.endswith("\n") else line + "\n" for line in lines[:-1])
+  print(f"  resuming: {len(done)} episodes already played ({path}"
+        f"{'; a cut-off last line dropped' if cut else ''})", flush=True)
+  return done
 
 
 def _read(path: str) -> Any:
