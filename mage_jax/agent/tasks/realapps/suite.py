@@ -249,10 +249,12 @@ def _gimp() -> list[dict[str, Any]]:
   cyan_check = {"type": "image_props", "path": "cyan.xcf", "size": [280, 210], "alpha": True,
                 "pixels": [{"at": [2, 2], "rgba": [0, 0, 0, 0]}, {"at": [277, 207], "rgba": [0, 0, 0, 0]},
                            {"at": [140, 105], "rgba": RED + [255]}]}
+  # the waits: GIMP draws nothing while it scales, so the settle wait (0.5 s still) ends early, and
+  # the Save dialog maps a second after Ctrl+S; at load ~20 the Return landed before it twice
   cyan_gui = (gimp_action("Add Alpha Channel") + [key("u"), click_at(ox + 4, oy + 4, "the cyan background"),
                                                    key("Delete"), key("ctrl", "shift", "a")]
-              + gimp_action("Scale Image") + [key("ctrl", "a"), type_("280\t"), key("alt", "s")]
-              + [key("ctrl", "s"), key("Return")])
+              + gimp_action("Scale Image") + [key("ctrl", "a"), type_("280\t"), key("alt", "s"), wait(2)]
+              + [key("ctrl", "s"), wait(2), key("Return")])
   cyan_batch = ('(let* ((img (car (gimp-file-load RUN-NONINTERACTIVE "cyan.png" "cyan.png"))) '
                 '(layer (car (gimp-image-get-active-layer img)))) (gimp-layer-add-alpha layer) '
                 '(gimp-image-select-contiguous-color img CHANNEL-OP-REPLACE layer 2 2) '
