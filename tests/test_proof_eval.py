@@ -89,7 +89,10 @@ def test_run_heldout_one_queue_rows_by_mode_and_task():
       for j in reversed(jobs):   # out of order, as slots finish
         mode = j.episode_id.split("-")[0]
         yield EpisodeResult(j.task.id, j.task.kind, None, score=float(mode == "greedy" and j.task.id == "g_b"),
-                            status="terminated", model_calls=2, episode_id=j.episode_id)
+                            status="terminated", model_calls=2, episode_id=j.episode_id,
+                            parse_errors={"no_tool_call": 1},
+                            records=[{"parse_error": None, "response": "ok"},
+                                     {"parse_error": "no_tool_call", "response": "bad " + j.episode_id}])
   ctxs = {m: types.SimpleNamespace(mode=m) for m in proof_eval.MODES}
   seen = []
   rows = proof_eval.run_heldout(tasks, lambda t: "tpl_" + t.id, ctxs.__getitem__, Pool(),
@@ -105,6 +108,7 @@ def test_run_heldout_one_queue_rows_by_mode_and_task():
   assert [(r["mode"], r["task_id"]) for r in rows] == [(j.episode_id.split("-")[0], j.task.id) for j in runs[0]]
   assert [r["task_id"] for r in rows if r["success"]] == ["g_b"] and rows[5]["mode"] == "greedy"
   assert rows[1]["template"] == "tpl_g_b" and len(seen) == 10
+  assert rows[1]["parse_errors"] == {"no_tool_call": 1} and rows[1]["first_invalid"] == "bad t1-g_b"
   with pytest.raises(ValueError, match="t_a"):
     proof_eval.run_heldout(tasks + tasks[:1], str, ctxs.__getitem__, Pool(), modes=["t1"])
   with pytest.raises(ValueError, match="unknown evaluation mode"):

@@ -48,7 +48,11 @@ def episode_row(mode: str, template: str, res: EpisodeResult) -> dict[str, Any]:
           "model_calls": res.model_calls, "output_tokens": res.output_tokens,
           "invalid_calls": int(sum(res.parse_errors.values())),
           "gui_actions": res.gui_actions, "terminal_actions": res.terminal_actions,
-          "env_error": res.status == "env_error", "error": (res.error or "")[:200]}
+          "env_error": res.status == "env_error", "error": (res.error or "")[:200],
+          # why calls were invalid, and the first invalid response as produced (for diagnosis)
+          "parse_errors": dict(res.parse_errors),
+          "first_invalid": next((r.get("response") or r.get("raw") or "" for r in res.records
+                                 if r.get("parse_error")), "")[:300]}
 
 
 def run_heldout(tasks: Sequence[TaskPackage], template_of: Callable[[TaskPackage], str],
