@@ -171,7 +171,7 @@ def test_mage_vl_bench_batch_layout():
 
 
 ALLOWED = ("jax", "jaxlib", "flax", "optax", "numpy")
-SECTIONS = ["matmul_ceiling", "attention_check", "flash_block_skipping", "mage_vl_step"]
+SECTIONS = ["matmul_ceiling", "attention_check", "flash_block_skipping", "mage_vl_step", "engine_decode"]
 
 
 def _closure(dists):
@@ -278,7 +278,7 @@ def test_device_script_on_cpu_with_only_jax_flax_optax_numpy(tmp_path):
   data = json.loads(out.read_text())
   d = data["details"]
   assert d["complete"] is True and d["section_order"] == SECTIONS
-  assert [d["sections"][n]["ok"] for n in SECTIONS] == [True, False, True, True]
+  assert [d["sections"][n]["ok"] for n in SECTIONS] == [True, False, True, True, True]
   assert "interpret" in d["attention_check"]["error"]
   assert [a["attention"] for a in d["mage_vl_step"]["attempts"]] == ["pallas_gpu", "xla"]
   assert [a["ok"] for a in d["mage_vl_step"]["attempts"]] == [False, True]

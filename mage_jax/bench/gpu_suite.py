@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mage_jax.bench import decode_bench
 from mage_jax.bench import mage_vl_workload as workload_lib
 from mage_jax.bench import timing
 from mage_jax.bench.results import Row, goal_row
@@ -42,9 +43,9 @@ ATTENTION_CHOICES = ("auto", "pallas_gpu", "xla", "cudnn")
 # Seconds per section on one H200, compile included (sum 300 s: the suite's 5-minute goal;
 # the full step compiled in 185 s on 2 CPU cores). On CPU the budgets are informational.
 GPU_BUDGETS_S = {"matmul_ceiling": 15, "attention_check": 45, "flash_block_skipping": 10,
-                 "mage_vl_step": 230}
+                 "mage_vl_step": 230, "engine_decode": 60}
 CPU_BUDGETS_S = {"matmul_ceiling": 30, "attention_check": 90, "flash_block_skipping": 15,
-                 "mage_vl_step": 180}
+                 "mage_vl_step": 180, "engine_decode": 30}
 
 
 def on_gpu() -> bool:
@@ -220,6 +221,16 @@ def run(suite: SuiteRun, *, size: str = "auto", remat: str = "full", reps: int =
   else:
     suite.add(Row(f"Mage-VL SFT step{tag}", float("nan"), "s", goal="runs", met=False,
                   command=CMD, note=suite.details["mage_vl_step"]["error"][:120]))
+
+  decode = suite.section("engine_decode", budgets["engine_decode"],
+                         lambda: decode_bench.engine_decode(gpu))
+  if decode:
+    ms = decode["ms_per_call"]
+    for rows in [r for r in ("8", "32") if r in ms]:
+      suite.add(Row(f"embedded engine decode, {rows} rows vs 1{tag}",
+                    int(rows) * ms["1"] / ms[rows], "x", command=CMD,
+                    note=f"{decode['model']}: {ms['1']:.2f} ms (1 row) vs {ms[rows]:.2f} ms "
+                         f"({rows} rows) per 4-token decode_slots call"))
   return suite
 
 

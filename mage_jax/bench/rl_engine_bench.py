@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from mage_jax.bench import decode_bench
 from mage_jax.bench.results import Row
 
 CMD = "python -m launch.bench --suite=rl_engine"
@@ -163,6 +164,13 @@ def run(*, reps: int = 3, quick: bool = False) -> tuple[list[Row], dict[str, Any
                           goal=">= 4x one" if goal else "", met=bool(speedup >= 4) if goal else None,
                           command=CMD, note=f"{speedup:.2f}x one request, load average "
                           f"{details['load_average'][level]:.1f}"))
+      # The device alone, side by side: 8 rows x 4 tokens against 1 row x 4 tokens per call.
+      one, eight = decode_bench.device_decode_ms(model, 1), decode_bench.device_decode_ms(model, 8)
+      details["device_decode_ms"] = {1: one, 8: eight}
+      add(Row("RL engine: embedded device decode, 8 rows vs 1", 8 * one / eight, "x",
+              command=CMD, note=f"decode_slots alone: {one:.1f} ms (1 row) vs {eight:.1f} ms "
+              f"(8 rows) per 4-token call; the bound on the 8-concurrent ratio, load average "
+              f"{os.getloadavg()[0]:.1f}"))
       details["throughput"] = tput
       details["embedded_batch_sizes"] = dict(embedded.batcher.batch_sizes)
       if decode_only:

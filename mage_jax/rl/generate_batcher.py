@@ -61,6 +61,14 @@ def bucket(n: int, minimum: int) -> int:
   return max(minimum, 1 << max(0, n - 1).bit_length())
 
 
+def pool_rows(n: int) -> int:
+  """Pool rows for n live requests: 1, 8, 32, then powers of two. Few tiers, because every
+  (rows, length) shape is a compile of the decode step and every pair of shapes a compile of
+  the grow copy (seconds each on a busy machine, paid inside the request that grew the pool);
+  8 rows cost ~3x one on CPU (the LM head), so 2-8 live requests share the 8-row shape."""
+  return next((t for t in (1, 8, 32) if n <= t), bucket(n, 1))
+
+
 STEPS = 4   # decode steps per device call: one host round trip (dispatch, fetch) per 4 tokens
 
 
@@ -229,7 +237,7 @@ class SlotEngine:
     """Prefill the jobs into free slots; -> the jobs already finished (max_tokens 1, EOS)."""
     if not jobs:
       return []
-    rows = bucket(self.active + len(jobs), 1)
+    rows = min(pool_rows(self.active + len(jobs)), max(self.capacity, self.active + len(jobs)))
     need = max(self._need(j) for j in [*jobs, *self.slots.values()])
     max_len = bucket(need, 64)
     if self.pool is None or not self.slots:

@@ -1,0 +1,49 @@
+"""The embedded rollout server's device decode alone: `slot_decode.decode_slots` (4 tokens
+for every live row per call) timed at 1, 8 and 32 rows, with no HTTP, host bookkeeping or
+prefill. 8 rows over 1 row bounds what 8 concurrent requests can gain end to end
+(`launch.bench --suite=rl_engine` prints it beside the end-to-end figures; `--suite=gpu`
+runs it on the GPU). Needs only jax, flax and numpy (the device script's environment)."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+
+def device_decode_ms(model, rows: int, *, reps: int = 20, steps: int = 4) -> float:
+  """Median wall ms of one decode_slots call on a pool of `rows` live slots (2 warm-up calls,
+  the first compiles)."""
+  import jax.numpy as jnp
+  from mage_jax.models import slot_decode
+  model_def, leaves = slot_decode.split(model)
+  pool = slot_decode.init_pool(model, rows, 128)
+  state = slot_decode.Rows(token=jnp.zeros(rows, jnp.int32), position=jnp.full(rows, 64, jnp.int32),
+                           count=jnp.zeros(rows, jnp.int32), seed=jnp.arange(rows, dtype=jnp.uint32),
+                           temperature=jnp.ones(rows), top_p=jnp.ones(rows), greedy=jnp.zeros(rows, bool))
+  times = []
+  for i in range(reps + 2):
+    t0 = time.perf_counter()
+    tokens, _, pool = slot_decode.decode_slots(model_def, leaves, pool, state, steps=steps)
+    np.asarray(tokens)
+    if i >= 2:
+      times.append(time.perf_counter() - t0)
+  return 1e3 * float(np.median(times))
+
+
+def engine_decode(gpu: bool) -> dict[str, Any]:
+  """device_decode_ms at 1, 8 and 32 rows (CPU fallback: 1 and 8, 3 reps; it only shows
+  that the section runs). GPU: Qwen3-4B's widths with 4 layers in bf16, where
+  decode should stay weight-bandwidth-bound; CPU: the rl_engine suite's tiny model (hidden 64)
+  in fp32, where the 151,936-wide LM head turns compute-bound past a few rows."""
+  from flax import nnx
+  from mage_jax.models.config import Qwen3Config
+  from mage_jax.models.qwen3 import Qwen3ForCausalLM
+  from mage_jax.rl.vllm_process import CPU_TINY_QWEN3
+  dims = dict(num_hidden_layers=4, compute_dtype="bfloat16", param_dtype="bfloat16") if gpu else (
+      dict(CPU_TINY_QWEN3, compute_dtype="float32", param_dtype="float32"))
+  model = Qwen3ForCausalLM(Qwen3Config(**dims), rngs=nnx.Rngs(0))
+  ms = {str(rows): device_decode_ms(model, rows, reps=10 if gpu else 3)
+        for rows in ((1, 8, 32) if gpu else (1, 8))}
+  return {"ms_per_call": ms,   # str keys: the results JSON is written with sorted keys
+          "model": "Qwen3-4B widths, 4 layers, bf16" if gpu else "qwen3 tiny (hidden 64), fp32"}
