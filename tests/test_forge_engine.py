@@ -100,15 +100,14 @@ def test_dedup_reasons():
 
 def test_settle_pause_only_for_desktop_packages():
   from mage_jax.agent.tasks import gates as harness
+  from mage_jax.agent.tasks.package import package_from_dict
   from mage_jax.forge.skills import load_all, package_dict
   reg = load_all()
-  default = harness.SETTLE_SECONDS
-  for sid, pause in (("shell.create.file_with_lines", 0.0), ("desktop.click.named_button", default)):
-    with gates.settle_for(package_dict(reg[sid], reg[sid].sample(random.Random(0)), sid)):
-      assert harness.SETTLE_SECONDS == pause, sid
-    assert harness.SETTLE_SECONDS == default  # restored
-  with gates.settle_for({"id": "broken"}):  # no schema: the harness default stays
-    assert harness.SETTLE_SECONDS == default
+  for sid, pause in (("shell.create.file_with_lines", 0.0),
+                     ("desktop.click.named_button", harness.SETTLE_SECONDS)):
+    pkg = package_from_dict(package_dict(reg[sid], reg[sid].sample(random.Random(0)), sid))
+    assert harness.settle_seconds(pkg) == pause, sid
+  assert harness.SETTLE_SECONDS > 0
 
 
 def test_rounds_allocation_and_results_json(tmp_path):

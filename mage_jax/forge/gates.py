@@ -13,16 +13,12 @@ reference_one for every reference / near_miss_below_one / no_blind_exploit) in t
 on the desktop for GUI and hybrid tasks, and times it; results are cached by package hash so
 a resumed run does not re-gate.
 
-The harness sleeps `SETTLE_SECONDS` (0.3 s) after every solution so that apps can flush files
-written by the last click. A package with no desktop has no apps: its solutions are shell
-commands that have returned (and their files are written) before the score is read, so the
-forge gates it without the pause. Measured on 22 terminal packages (one process, quiet machine):
-2.03 -> 1.23 s wall per package, the same CPU (0.6 s) and the same scores. GUI and hybrid
-packages keep the pause.
+The harness pauses between a solution and its score only for packages with a desktop
+(`gates.settle_seconds`): measured here on 22 terminal packages (one process, quiet machine),
+2.03 -> 1.23 s wall per package, the same CPU (0.6 s) and the same scores.
 """
 from __future__ import annotations
 
-import contextlib
 import re
 import time
 from typing import Any
@@ -75,34 +71,14 @@ class Deduper:
     return None
 
 
-@contextlib.contextmanager
-def settle_for(pkg: dict[str, Any]):
-  """No post-solution pause for a package without a desktop (see the module docstring). Gate
-  workers are single-threaded processes, so the harness constant is set for this package only."""
-  from mage_jax.agent.tasks import gates as harness
-  from mage_jax.agent.tasks.package import package_from_dict
-  saved = harness.SETTLE_SECONDS
-  try:
-    desktop = package_from_dict(pkg).needs_desktop
-  except Exception:  # noqa: BLE001 - the schema gate reports it; keep the harness default
-    desktop = True
-  harness.SETTLE_SECONDS = saved if desktop else 0.0
-  try:
-    yield
-  finally:
-    harness.SETTLE_SECONDS = saved
-
-
 def gate_package(pkg: dict[str, Any], env_cfg: dict[str, Any] | None = None) -> dict[str, Any]:
-  """One package through the harness gates in a fresh sandbox; a JSON-able summary. Call it
-  from one thread per process (settle_for)."""
+  """One package through the harness gates in a fresh sandbox; a JSON-able summary."""
   from mage_jax.agent.env import EnvConfig, LocalEnv
   from mage_jax.agent.tasks.gates import check_package
   cfg = EnvConfig(**(env_cfg or {}))
   t0 = time.monotonic()
   try:
-    with settle_for(pkg):
-      g = check_package(pkg, lambda: LocalEnv(cfg))
+    g = check_package(pkg, lambda: LocalEnv(cfg))
   except Exception as e:  # noqa: BLE001 - the gate machinery failed: a counted rejection, not a crash
     return {"id": pkg.get("id"), "passed": False, "rejection": "gate_error",
             "reason": f"{type(e).__name__}: {e}", "seconds": time.monotonic() - t0, "scores": {}}

@@ -86,6 +86,14 @@ def rejection_counts(results: Iterable[GateResult]) -> dict[str, collections.Cou
 SETTLE_SECONDS = 0.3  # after a solution: let apps flush files written by the last click
 
 
+def settle_seconds(pkg: TaskPackage) -> float:
+  """The pause between a solution and its score. Apps need it to flush files written by the
+  last click; a package with no desktop has no apps, and its solutions are shell commands that
+  have returned (their files written) before the score is read, so it gets none (Forge, 22
+  terminal packages: 2.03 -> 1.23 s wall per gated package, the same scores)."""
+  return SETTLE_SECONDS if pkg.needs_desktop else 0.0
+
+
 def run_calls(env: Env, calls: list[dict[str, Any]]) -> None:
   """Executes scripted calls (resolving '@app.widget' coordinates) until terminate."""
   for call in calls:
@@ -219,7 +227,7 @@ def check_package(pkg: TaskPackage | dict[str, Any], env_factory: Callable[[], E
                                                                   if r["calls"] is calls]), obs)
         else:
           run_calls(env, calls)
-        time.sleep(SETTLE_SECONDS)
+        time.sleep(settle_seconds(pkg))
         res.scores[name] = s = env.score()
       except Exception as e:  # noqa: BLE001
         return fail(gate, f"{name} solution crashed: {type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
