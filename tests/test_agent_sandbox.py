@@ -29,6 +29,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -448,6 +449,40 @@ def test_workload_cannot_kill_the_x_server(shell):
       assert shell.run("echo alive").output.strip() == "alive"
   finally:
     desk.close()
+
+
+_KILLED_HARNESS = r"""
+import sys, time
+from mage_jax.agent import sandbox as sb
+box = sb.Sandbox(sb.SandboxConfig(home_mb=64, tmp_mb=32, file_mb=128, nproc=64, memory_mb=1024))
+service = box.spawn_service(["sleep", "600"])
+print(service.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@needs_sandbox
+def test_services_die_with_a_killed_harness():
+  """A harness process killed with SIGKILL cannot close its sandbox; the workload dies with
+  bwrap's pid namespace, and a service (the X server) must not outlive it either."""
+  import signal
+  proc = subprocess.Popen([sys.executable, "-c", _KILLED_HARNESS], stdout=subprocess.PIPE, text=True,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  try:
+    service = int(proc.stdout.readline())
+    assert _runs(service), "the service did not start"
+  finally:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+  deadline = time.monotonic() + 10
+  while _runs(service) and time.monotonic() < deadline:
+    time.sleep(0.1)
+  assert not _runs(service), f"service pid {service} outlived the killed harness"
+
+
+def _runs(pid: int) -> bool:
+  """Alive and not a zombie (a killed process may wait a while for the host's pid 1)."""
+  return os.path.exists(f"/proc/{pid}") and pid not in zombies()
 
 
 @needs_sandbox

@@ -456,13 +456,16 @@ class Sandbox:
   def _service_entry(self, wd_fd: int) -> list[str]:
     """The sandbox's mount/net/ipc/uts namespaces but not its pid or user namespace, so the
     workload can't see, signal or trace the process: root mode as SERVICE_UID, user mode as
-    the outer namespace's root with every capability dropped."""
+    the outer namespace's root with every capability dropped. Outside the pid namespace a
+    service does not die with bwrap, so it gets its own parent-death signal (set by setpriv
+    after the credential change, which would clear it): a harness process killed with
+    SIGKILL left its X servers running for hours."""
     shared = ["mnt", "net", "ipc", "uts"]
     if self.mode == "root":
       return [*self._privileged_entry(shared, wd_fd), "-S", str(SERVICE_UID), "-G", str(SERVICE_UID), "--",
-              self._bin["setpriv"], "--no-new-privs", "--"]
+              self._bin["setpriv"], "--no-new-privs", "--pdeathsig=KILL", "--"]
     return [*self._privileged_entry(shared, wd_fd), "--", self._bin["setpriv"], "--inh-caps=-all",
-            "--bounding-set=-all", "--no-new-privs", "--"]
+            "--bounding-set=-all", "--no-new-privs", "--pdeathsig=KILL", "--"]
 
   def _join(self) -> list[str]:
     """The argv prefix that puts a process into the cgroup, unless its forking thread is there."""
