@@ -59,7 +59,7 @@ eval-apps: setup $(APPS_STAMP)
 
 # The rollout engine (vLLM's CPU build) in its own venv: it pins
 # transformers<5.20. Its torchvision/torchaudio/torchcodec do not load against
-# the CPU torch, and the Mage-VL plugin (mage_vllm/) installs when present.
+# the CPU build of torch==2.13.0, and the Mage-VL plugin (mage_vllm/) installs when present.
 $(ENGINE_STAMP): requirements-engine.txt $(wildcard mage_vllm/pyproject.toml)
 	test -x $(ENGINE)/bin/python || $(PY) -m venv $(ENGINE)
 	$(ENGINE)/bin/pip install -q --upgrade pip

@@ -327,20 +327,27 @@ title = next(p.text for p in docx.Document("report.docx").paragraphs if p.text.s
 p = Presentation("deck.pptx"); s = p.slides.add_slide(p.slide_layouts[1]); s.shapes.title.text = title
 p.save("deck.pptx")"""
   deck = [{"title": "Results", "body": "This quarter"}, {"title": "Top region", "body": "Ahead of plan"}]
+
+  def calc_to_memo(task_id, instruction, sheet, line, wrong_line, python, skills):
+    """A value read in Calc, appended to the Writer memo as a last paragraph (GUI: look at the
+    sheet, type the line at the memo's end; near-miss: the wrong line)."""
+    path, name, rows = sheet
+    append = lambda text: look + [key("ctrl", "End"), key("Return"), type_(text), SAVE]
+    return task(task_id, instruction,
+                [{"type": "xlsx", "path": path, "sheets": {name: rows}},
+                 {"type": "docx", "path": "memo.docx", "paragraphs": MEMO},
+                 office("calc", path), office("writer", "memo.docx")],
+                {"type": "docx_paragraphs", "path": "memo.docx", "paragraphs": MEMO + [line]},
+                append(line), [python], append(wrong_line), ["calc", "writer"], ["multi_app", *skills])
+
   retitle2 = [click_at(*THUMB[1], "the second slide's thumbnail"),
               click_at(*TITLE, "the slide title", "double_click"), key("ctrl", "a")]
   return [
-      task("multi_calc_total_to_writer",
-           "Add a last paragraph to memo.docx (open in Writer) that says Total: followed by the sum of the amounts "
-           "in sales.xlsx (open in Calc), and save the memo in Word format.",
-           [{"type": "xlsx", "path": "sales.xlsx", "sheets": {"Sales": SALES_ROWS}},
-            {"type": "docx", "path": "memo.docx", "paragraphs": MEMO},
-            office("calc", "sales.xlsx"), office("writer", "memo.docx")],
-           {"type": "docx_paragraphs", "path": "memo.docx", "paragraphs": MEMO + ["Total: 555"]},
-           look + [key("ctrl", "End"), key("Return"), type_("Total: 555"), SAVE],
-           [py(memo_py, "Sum the sheet and append to the memo in Python")],
-           look + [key("ctrl", "End"), key("Return"), type_("Total: 435"), SAVE],
-           ["calc", "writer"], ["multi_app", "read_value"]),
+      calc_to_memo("multi_calc_total_to_writer",
+                   "Add a last paragraph to memo.docx (open in Writer) that says Total: followed by the sum of "
+                   "the amounts in sales.xlsx (open in Calc), and save the memo in Word format.",
+                   ("sales.xlsx", "Sales", SALES_ROWS), "Total: 555", "Total: 435",
+                   py(memo_py, "Sum the sheet and append to the memo in Python"), ["read_value"]),
       task("multi_calc_top_to_impress",
            "Change the title of the second slide of deck.pptx (open in Impress) to the region with the highest "
            "sales in regions.xlsx (open in Calc), and save the deck in PowerPoint format.",
@@ -352,18 +359,13 @@ p.save("deck.pptx")"""
            [py(top_py, "Find the top region and retitle the slide in Python")],
            look + retitle2 + [type_("East"), key("Escape"), key("Escape"), SAVE],
            ["calc", "impress"], ["multi_app", "read_value"]),
-      task("multi_calc_summary_to_writer",
-           "Summarise the scores in scores.xlsx (open in Calc) as a last paragraph of memo.docx (open in Writer) "
-           "in the form: N scores, average M, best NAME (the count, the mean score, the name with the highest "
-           "score), and save the memo in Word format.",
-           [{"type": "xlsx", "path": "scores.xlsx", "sheets": {"Scores": SCORES}},
-            {"type": "docx", "path": "memo.docx", "paragraphs": MEMO},
-            office("calc", "scores.xlsx"), office("writer", "memo.docx")],
-           {"type": "docx_paragraphs", "path": "memo.docx", "paragraphs": MEMO + ["4 scores, average 85, best Dee"]},
-           look + [key("ctrl", "End"), key("Return"), type_("4 scores, average 85, best Dee"), SAVE],
-           [py(summary_py, "Summarise the sheet into the memo in Python")],
-           look + [key("ctrl", "End"), key("Return"), type_("4 scores, average 85, best Ben"), SAVE],
-           ["calc", "writer"], ["multi_app", "read_value", "aggregate"]),
+      calc_to_memo("multi_calc_summary_to_writer",
+                   "Summarise the scores in scores.xlsx (open in Calc) as a last paragraph of memo.docx (open in "
+                   "Writer) in the form: N scores, average M, best NAME (the count, the mean score, the name with "
+                   "the highest score), and save the memo in Word format.",
+                   ("scores.xlsx", "Scores", SCORES), "4 scores, average 85, best Dee",
+                   "4 scores, average 85, best Ben",
+                   py(summary_py, "Summarise the sheet into the memo in Python"), ["read_value", "aggregate"]),
       task("multi_writer_heading_to_impress",
            "Add a slide after the last slide of deck.pptx (open in Impress) whose title is the first paragraph "
            "of report.docx (open in Writer), and save the deck in PowerPoint format.",
