@@ -79,6 +79,8 @@ def curriculum(scale: str) -> ml_collections.ConfigDict:
                  "eval": f"proof.heldout_suite={SUITES}/heldout_suite"}.get(kind, "")
     if name == "eval_init":   # the random init never sees a button: no blind baseline needed
       overrides += ";proof.params=init;proof.modes=t1,greedy"
+    if name == "eval_sft" and not scale:   # the blind baseline is an after-RL goal; at SFT it
+      overrides += ";proof.modes=t1,greedy"   # would cost 120 more episodes (the smoke keeps it)
     c.stages[name] = ml_collections.ConfigDict(dict(
         order=i + 1, config="configs/proof.py", arg=",".join(filter(None, (kind, scale))),
         enabled=True, overrides=overrides))
@@ -143,7 +145,7 @@ def sft(smoke: bool) -> ml_collections.ConfigDict:
   del c["synth"]                        # the teacher's episodes only
   c.prep.pack_if_missing = True
   c.prep.heldout_episodes = 0           # held-out *tasks* are evaluated by playing them
-  c.train.total_steps = 3 if smoke else 120
+  c.train.total_steps = 3 if smoke else 600
   c.train.num_epochs = 1
   c.data.num_epochs = -1
   c.optimizer.learning_rate = 3e-3

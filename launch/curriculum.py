@@ -40,7 +40,7 @@ def main(argv):
   print(curriculum.format_table(rows))
   with open(os.path.join(workdir, "curriculum.json"), "w") as f:
     json.dump(rows, f, indent=1)
-  for p in plots.plot(workdir):
+  for p in (plots.plot(workdir) if plots.runs(workdir) else []):   # data/eval-only runs log no metrics
     print(f"wrote {p}")
   print(f"curriculum wall time {time.perf_counter() - start:.1f} s", flush=True)
 

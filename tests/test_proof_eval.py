@@ -109,6 +109,7 @@ def test_run_heldout_one_queue_rows_by_mode_and_task():
   assert [r["task_id"] for r in rows if r["success"]] == ["g_b"] and rows[5]["mode"] == "greedy"
   assert rows[1]["template"] == "tpl_g_b" and len(seen) == 10
   assert rows[1]["parse_errors"] == {"no_tool_call": 1} and rows[1]["first_invalid"] == "bad t1-g_b"
+  assert rows[1]["calls"] == ["ok", "bad t1-g_b"]   # every call as produced, valid ones too
   with pytest.raises(ValueError, match="t_a"):
     proof_eval.run_heldout(tasks + tasks[:1], str, ctxs.__getitem__, Pool(), modes=["t1"])
   with pytest.raises(ValueError, match="unknown evaluation mode"):

@@ -52,7 +52,9 @@ def episode_row(mode: str, template: str, res: EpisodeResult) -> dict[str, Any]:
           # why calls were invalid, and the first invalid response as produced (for diagnosis)
           "parse_errors": dict(res.parse_errors),
           "first_invalid": next((r.get("response") or r.get("raw") or "" for r in res.records
-                                 if r.get("parse_error")), "")[:300]}
+                                 if r.get("parse_error")), "")[:300],
+          # each call's Action line and tool call (the response's tail): what the policy did
+          "calls": [(r.get("response") or r.get("raw") or "")[-200:] for r in res.records]}
 
 
 def run_heldout(tasks: Sequence[TaskPackage], template_of: Callable[[TaskPackage], str],
