@@ -62,6 +62,7 @@ def main() -> None:
   ap.add_argument("--episodes", required=True, help="teacher episodes.jsonl")
   ap.add_argument("--samples", type=int, default=16)
   ap.add_argument("--config", default="sft", help="configs/proof.py arg of the trained model")
+  ap.add_argument("--overrides", default="", help="'a.b=1;c=x': the run's --config.* overrides")
   args = ap.parse_args()
   import jax
   import jax.numpy as jnp
@@ -69,7 +70,9 @@ def main() -> None:
   from configs import proof
   from mage_jax.data import render, trajectory as tr
   from mage_jax.train import run_setup as setup, step as step_lib
+  from mage_jax.train.curriculum import apply_overrides
   cfg = proof.get_config(args.config)
+  apply_overrides(cfg, args.overrides)
   cfg.init.from_dir = args.params
   mesh = setup.make_mesh(cfg)
   t = setup.build_trainer(cfg, tempfile.mkdtemp(prefix="copy_probe_"), mesh, 1, cfg.data)
