@@ -34,6 +34,11 @@ class Qwen3Config:
   rms_norm_eps: float = 1e-6
   rope_theta: float = 5_000_000.0
   tie_word_embeddings: bool = False
+  # A compact vocabulary (models/compact_vocab.py): the last of `vocab_size` rows stands for this
+  # many ids of the full vocabulary and its logit gets +log(rest_ids), so softmax over the compact
+  # rows equals softmax over the full vocabulary the model expands to. 0: a plain vocabulary.
+  # Training-only: an exported checkpoint is always expanded (rest_ids 0).
+  rest_ids: int = 0
   # Runtime knobs (not part of the HF config).
   param_dtype: str = "float32"
   compute_dtype: str = "float32"
@@ -47,6 +52,8 @@ class Qwen3Config:
           f"num_key_value_heads={self.num_key_value_heads}")
     _check_choice("remat_policy", self.remat_policy, REMAT_POLICIES)
     _check_choice("attention_backend", self.attention_backend, ATTENTION_BACKENDS)
+    if self.rest_ids < 0:
+      raise ValueError(f"rest_ids={self.rest_ids} must be >= 0")
 
   @classmethod
   def from_hf(cls, d: dict[str, Any], **runtime) -> "Qwen3Config":
@@ -67,6 +74,9 @@ class Qwen3Config:
         tie_word_embeddings=bool(d.get("tie_word_embeddings", False)), **runtime)
 
   def to_hf(self) -> dict[str, Any]:
+    if self.rest_ids:
+      raise ValueError("a compact-vocabulary config (rest_ids > 0) has no HF form: expand the "
+                       "params first (models/compact_vocab.py CompactVocab.expand_params)")
     return {
         "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
         "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,

@@ -33,7 +33,7 @@ from flax import nnx
 from mage_jax.models.config import MageVLConfig
 from mage_jax.models.layers import Linear, as_dtype
 from mage_jax.models.mage_vit import MageViT
-from mage_jax.models.qwen3 import Qwen3Model, compute_logits
+from mage_jax.models.qwen3 import Qwen3Model, compute_logits, rest_logit_bias
 from mage_jax.models.sampling import KVCache, init_kv_cache
 
 
@@ -155,5 +155,9 @@ class MageVL(nnx.Module):
       return self.language_model.embed_tokens.embedding[...].T
     return self.lm_head.kernel[...]
 
+  def lm_head_bias(self) -> jax.Array | None:
+    return rest_logit_bias(self.cfg.text)
+
   def logits(self, hidden) -> jax.Array:
-    return compute_logits(hidden, self.lm_head_kernel(), self.cfg.text.compute_dtype)
+    return compute_logits(hidden, self.lm_head_kernel(), self.cfg.text.compute_dtype,
+                          self.lm_head_bias())

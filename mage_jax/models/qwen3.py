@@ -22,6 +22,8 @@ implements it too):
 """
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -184,11 +186,24 @@ class Qwen3ForCausalLM(nnx.Module):
       return self.model.embed_tokens.embedding[...].T
     return self.lm_head.kernel[...]
 
+  def lm_head_bias(self) -> jax.Array | None:
+    return rest_logit_bias(self.cfg)
+
   def logits(self, hidden):
-    return compute_logits(hidden, self.lm_head_kernel(), self.cfg.compute_dtype)
+    return compute_logits(hidden, self.lm_head_kernel(), self.cfg.compute_dtype, self.lm_head_bias())
 
 
-def compute_logits(hidden: jax.Array, kernel: jax.Array, compute_dtype) -> jax.Array:
-  """hidden [..., D] @ kernel [D, V] in the compute dtype, accumulated and returned in fp32."""
+def rest_logit_bias(cfg: Qwen3Config) -> jax.Array | None:
+  """fp32 [V]: log(rest_ids) on the compact vocabulary's last row, 0 elsewhere; None for a plain
+  vocabulary (Qwen3 has no head bias)."""
+  if not cfg.rest_ids:
+    return None
+  return jnp.zeros((cfg.vocab_size,), jnp.float32).at[-1].set(math.log(cfg.rest_ids))
+
+
+def compute_logits(hidden: jax.Array, kernel: jax.Array, compute_dtype,
+                   bias: jax.Array | None = None) -> jax.Array:
+  """hidden [..., D] @ kernel [D, V] (+ bias [V]) in the compute dtype, accumulated and returned in fp32."""
   dtype = as_dtype(compute_dtype)
-  return matmul_2d(hidden.astype(dtype), kernel.astype(dtype), preferred_element_type=jnp.float32)
+  logits = matmul_2d(hidden.astype(dtype), kernel.astype(dtype), preferred_element_type=jnp.float32)
+  return logits if bias is None else logits + bias

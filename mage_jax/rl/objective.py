@@ -134,7 +134,7 @@ def token_logprobs(model: Any, batch: dict[str, jax.Array], chunk_size: int) -> 
   """
   hidden = model_hidden(model, batch)
   stats = loss_lib.token_stats(hidden, model.lm_head_kernel(), batch["targets"],
-                               chunk_size=chunk_size, mask=batch["loss_mask"])
+                               chunk_size=chunk_size, mask=batch["loss_mask"], bias=model.lm_head_bias())
   return -stats.nll
 
 

@@ -31,10 +31,12 @@ class TokenStats(NamedTuple):
 
 
 def token_stats(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
-                *, chunk_size: int = 1024, mask: jax.Array | None = None) -> TokenStats:
+                *, chunk_size: int = 1024, mask: jax.Array | None = None,
+                bias: jax.Array | None = None) -> TokenStats:
   """Per-token NLL / logsumexp / correctness without materialising [B, T, V].
 
-  hidden [B, T, D] (any float dtype), kernel [D, V], targets int32 [B, T].
+  hidden [B, T, D] (any float dtype), kernel [D, V], targets int32 [B, T]; `bias` [V] (fp32, a
+  compact vocabulary's rest-row term: models/compact_vocab.py) is added to the logits.
   The matmul runs in hidden's dtype with fp32 accumulation; softmax in fp32.
 
   With `mask` [B, T], only masked tokens are computed (others read 0): with
@@ -49,7 +51,7 @@ def token_stats(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
   n_chunks = -(-t // chunk)
   pad = n_chunks * chunk - t
   if n_chunks == 1:  # one chunk: nothing to skip or bound; keep logits for backward
-    stats = _chunk_stats(hidden, kernel.astype(hidden.dtype), targets)
+    stats = _chunk_stats(hidden, kernel.astype(hidden.dtype), targets, bias)
     if mask is not None:  # same contract as the chunked path: unmasked tokens read 0
       stats = tuple(jnp.where(mask > 0, x, 0.0) for x in stats)
     return TokenStats(*stats)
@@ -71,7 +73,7 @@ def token_stats(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
   w = kernel.astype(hidden.dtype)
 
   def compute(h, tgt):
-    return _chunk_stats(h, w, tgt)
+    return _chunk_stats(h, w, tgt, bias)
 
   def skip(h, tgt):
     z = jnp.zeros(tgt.shape, jnp.float32)
@@ -96,9 +98,11 @@ def token_stats(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
   return TokenStats(unchunk(nll), unchunk(lse), unchunk(correct))
 
 
-def _chunk_stats(h: jax.Array, w: jax.Array, tgt: jax.Array):
-  """(nll, lse, correct) [B, C] of one chunk's logits h [B, C, D] @ w [D, V], fp32 softmax."""
+def _chunk_stats(h: jax.Array, w: jax.Array, tgt: jax.Array, bias: jax.Array | None = None):
+  """(nll, lse, correct) [B, C] of one chunk's logits h [B, C, D] @ w [D, V] (+ bias), fp32 softmax."""
   logits = matmul_2d(h, w, preferred_element_type=jnp.float32)
+  if bias is not None:
+    logits = logits + bias
   # One max pass serves both the stable logsumexp and the accuracy ("target logit is
   # the max" == argmax == target, except that exact ties count as correct). A separate
   # argmax or "best other logit" pass cost 0.05-0.3 s of the small bench's 2.7 s step.
@@ -144,8 +148,8 @@ class LossSums(NamedTuple):
 def loss_sums(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
               loss_mask: jax.Array, segment_ids: jax.Array, *,
               chunk_size: int = 1024, z_loss_weight: float = 0.0,
-              per_sequence: bool = False) -> LossSums:
-  stats = token_stats(hidden, kernel, targets, chunk_size=chunk_size, mask=loss_mask)
+              per_sequence: bool = False, bias: jax.Array | None = None) -> LossSums:
+  stats = token_stats(hidden, kernel, targets, chunk_size=chunk_size, mask=loss_mask, bias=bias)
   weights, denominator = token_weights(loss_mask, segment_ids, per_sequence)
   mask = loss_mask.astype(jnp.float32)
   nll = (weights * stats.nll).sum()

@@ -73,7 +73,8 @@ class SFTObjective:
     return loss_lib.loss_sums(
         hidden, model.lm_head_kernel(), batch["targets"], batch["loss_mask"],
         batch["segment_ids"], chunk_size=self.cfg.loss_chunk_size,
-        z_loss_weight=self.cfg.z_loss_weight, per_sequence=self.cfg.per_sequence_loss)
+        z_loss_weight=self.cfg.z_loss_weight, per_sequence=self.cfg.per_sequence_loss,
+        bias=model.lm_head_bias())
 
   def finalize(self, sums: loss_lib.LossSums) -> dict[str, jax.Array]:
     metrics = loss_lib.finalize(sums)
@@ -188,7 +189,7 @@ def eval_step(graphdef: Any, rest: Any, cfg: StepConfig, params: Any,
   model = merge_model(graphdef, params, rest)
   hidden = model_hidden(model, batch)
   stats = loss_lib.token_stats(hidden, model.lm_head_kernel(), batch["targets"], mask=batch["loss_mask"],
-                               chunk_size=cfg.loss_chunk_size)
+                               chunk_size=cfg.loss_chunk_size, bias=model.lm_head_bias())
   mask = batch["loss_mask"].astype(jnp.float32)
   src = jnp.clip(batch["source_ids"], 0, num_sources - 1)
   onehot = jax.nn.one_hot(src, num_sources, dtype=jnp.float32) * mask[..., None]
