@@ -42,10 +42,12 @@ $(SYS_STAMP): | $(BIN)/python
 	touch $@
 
 # Real applications for the desktop tasks (mage_jax/agent/apps.py, the realapps suite): LibreOffice
-# Calc/Writer/Impress, GIMP and the openbox window manager. `make test` and `make eval-apps`
-# install them, `make demo` does not. About 2.5 min of apt on a fresh machine, ~700 MB.
+# Calc/Writer/Impress, GIMP and the openbox window manager, and Thunderbird and VLC for the imported
+# OSWorld domains of those names (VS Code is not in Debian: its OSWorld tasks are refused at import).
+# `make test` and `make eval-apps` install them, `make demo` does not. About 3 min of apt on a fresh
+# machine, ~900 MB.
 APPS_STAMP := .venv/.installed-apps
-APPS_PKGS := libreoffice-calc libreoffice-writer libreoffice-impress gimp openbox fonts-dejavu-core
+APPS_PKGS := libreoffice-calc libreoffice-writer libreoffice-impress gimp openbox fonts-dejavu-core thunderbird vlc
 $(APPS_STAMP): | $(BIN)/python
 	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 	  dpkg -s $(APPS_PKGS) >/dev/null 2>&1 || { (apt-get update -qq || true) && \

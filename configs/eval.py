@@ -27,6 +27,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.slots = 2                    # concurrent environment slots
   c.report = True                # write <workdir>/report/ (the episode viewer, launch.report) at the end
   c.check_gates = False          # run the package gates before evaluating (rejects failing packages)
+  # OSWorld's protocol (docs/osworld_import.md): runs > 0 repeats the suite `runs` times with a 50-step
+  # budget and prints/writes the per-domain table (mean of the runs) beside the usual one
+  c.osworld = ml_collections.ConfigDict(dict(runs=0, max_steps=50))
   c.harness = ""                 # a teacher harness variant: configs/harness.py:<arg> or a .json ("" = none)
   c.episode = ml_collections.ConfigDict(dict(max_steps=50, full_responses=4, visual_turns=3,
                                              context_len=32_768,

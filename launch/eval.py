@@ -8,6 +8,9 @@ Writes <workdir>/results.json (summary rows + per-episode counters),
 (each task's checker spec) and, unless --config.report=False, the episode viewer
 <workdir>/report/index.html (launch.report).
 
+`--config.osworld.runs=2` runs an imported OSWorld suite the OSWorld way (2 runs, 50 steps) and
+writes <workdir>/osworld_table.json: the success rate per OSWorld domain and overall, mean of the runs.
+
 `--config.harness=configs/harness.py:<arg>` (or a .json) evaluates the policy under a teacher
 harness variant (mage_jax/harness): its prompt, tools, scaffold and terminal replace
 config.episode's and env.max_output; its id goes into every result and trajectory.
@@ -32,6 +35,8 @@ def main(argv):
   from mage_jax.agent.suite_run import (env_factory_for, gated_tasks, load_harness, make_policy_factory,
                                         require_sandbox, run_suite)
   c = _CONFIG.value
+  if c.osworld.runs > 0:   # OSWorld's protocol: N runs of the suite, a 50-step budget
+    c.repeats, c.episode.max_steps = c.osworld.runs, c.osworld.max_steps
   require_sandbox("launch.eval")
   variant = load_harness(c)
   if variant is not None:
@@ -44,10 +49,23 @@ def main(argv):
   print(evaluation.format_table(rows))
   paths = evaluation.write_results(_WORKDIR.value, results, rows, c.to_dict())
   paths["tasks"] = write_task_specs(_WORKDIR.value, tasks)
+  if c.osworld.runs > 0:
+    paths["osworld"] = write_osworld_table(_WORKDIR.value, results)
   print("wrote", ", ".join(paths.values()))
   if c.report:
     from mage_jax.report.build import build_report
     print("report:", build_report(_WORKDIR.value)["index"])
+
+
+def write_osworld_table(workdir: str, results) -> str:
+  """Prints OSWorld's per-domain table (mean of the runs) and writes <workdir>/osworld_table.json."""
+  from mage_jax.agent.osworld import leaderboard
+  t = leaderboard.table(results)
+  print(leaderboard.format_table(t))
+  path = os.path.join(workdir, "osworld_table.json")
+  with open(path, "w") as f:
+    json.dump(t, f, indent=1)
+  return path
 
 
 def write_task_specs(workdir: str, tasks) -> str:

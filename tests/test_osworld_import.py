@@ -15,6 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OS_IDS = ["7688b85f-87a4-4e4a-b2f8-f3d6c3f29b82", "e0df059f-28a6-4169-924f-b9623e7184cc",
           "cc9d4f34-1ca0-4a1b-8ff2-09302696acb9"]
 WRITER_ID = "3ef2b351-8a84-4ff2-8724-d86eae9b842e"
+INFEASIBLE_ID = "4783cc41-c03c-4e1b-89b4-50658f642bd5"
 CHROME_IDS = ["030eeff7-b492-4218-b312-701ec99ee0cc", "bb5e4c0d-f964-439c-97b6-bdb9747de3f4"]
 
 
@@ -31,22 +32,23 @@ def test_every_fixture_is_imported_or_refused_with_its_reasons(tmp_path):
       (src / name).write_bytes(open(os.path.join(FIX, "tasks", app, name), "rb").read())
   (src / "broken.json").write_text('{"id": "x",\n "instruction": }')
   task = json.loads((src / f"{OS_IDS[0]}.json").read_text())
-  task.update(id="custom-metric", evaluator={"func": "compare_pptx_files", "result": {"type": "vm_file", "path": "/a"},
+  task.update(id="custom-metric", evaluator={"func": "compare_audios", "result": {"type": "vm_file", "path": "/a"},
                                              "expected": {"type": "rule", "rules": {}}})
   task["config"].append({"type": "googledrive", "parameters": {}})
   (src / "custom.json").write_text(json.dumps(task))
   out = tmp_path / "out"
   report = importer.import_dir(str(src), str(out), cache_dir=os.path.join(FIX, "cache"), references=_refs())
-  assert sorted(r["id"] for r in report["imported"]) == sorted(OS_IDS + CHROME_IDS + [WRITER_ID,
+  assert sorted(r["id"] for r in report["imported"]) == sorted(OS_IDS + CHROME_IDS + [WRITER_ID, INFEASIBLE_ID,
                                                                                      "9656a811-9b5b-4ddf-99c7-5117bcef0626"])
   refused = {r["id"]: r["reasons"] for r in report["refused"]}
   assert set(refused) == {"01b269ae-2111-4a07-81fd-3fcd711993b0", "5ced85fc-fa1a-4217-95fd-0fb530545ce2",
-                          "4783cc41-c03c-4e1b-89b4-50658f642bd5", "custom-metric", "?"}
+                          "custom-metric", "?"}
   assert any("network download not in the local file cache" in r for r in refused["01b269ae-2111-4a07-81fd-3fcd711993b0"])
-  assert any("cloud_file" in r for r in refused["01b269ae-2111-4a07-81fd-3fcd711993b0"])
+  assert any("expected file not in the local file cache" in r for r in refused["01b269ae-2111-4a07-81fd-3fcd711993b0"])
   assert any("eval" in r and "download" in r for r in refused["5ced85fc-fa1a-4217-95fd-0fb530545ce2"])
-  assert any("infeasible" in r for r in refused["4783cc41-c03c-4e1b-89b4-50658f642bd5"])
-  assert any("compare_pptx_files" in r for r in refused["custom-metric"])
+  infeasible = json.loads((out / f"osworld_{INFEASIBLE_ID}" / "task.json").read_text())
+  assert infeasible["checker"] == {"type": "osworld", "infeasible": True, "metrics": []}
+  assert any("compare_audios" in r for r in refused["custom-metric"])
   assert any("Google Drive" in r for r in refused["custom-metric"])
   assert any("broken.json:2: invalid JSON" in r for r in refused["?"])
   assert json.loads(open(importer.report_path(str(out))).read()) == report
@@ -57,11 +59,15 @@ def test_every_fixture_is_imported_or_refused_with_its_reasons(tmp_path):
   assert any("sudo" in n for n in notes) and any("pyautogui" in n for n in notes)
   assert pkg["kind"] == "terminal" and pkg["checker"]["type"] == "osworld"
   chrome = json.loads((out / f"osworld_{CHROME_IDS[0]}" / "task.json").read_text())
-  assert chrome["kind"] == "hybrid" and [s["type"] for s in chrome["setup"]] == ["script", "browser"]
+  assert chrome["kind"] == "hybrid" and [s["type"] for s in chrome["setup"]] == ["script", "osworld_browser"]
+  assert "osworld_domain:chrome" in chrome["skills"] and chrome["max_steps"] == 50
   writer = json.loads((out / f"osworld_{WRITER_ID}" / "task.json").read_text())
   assert [s["type"] for s in writer["setup"]] == ["script", "osworld_file", "osworld_open"]
-  assert (out / f"osworld_{WRITER_ID}" / "files" / "Constitution_Template_With_Guidelines.docx").is_file()
-  assert {"type": "hotkey", "keys": ["ctrl", "s"]} in writer["checker"]["postconfig"]   # OSWorld's save before reading
+  assert (out / f"osworld_{WRITER_ID}" / writer["setup"][1]["src"]).is_file()
+  assert writer["setup"][1]["src"].endswith("_Constitution_Template_With_Guidelines.docx")
+  # OSWorld's save before reading, through our action path
+  assert {"type": "gui_actions", "actions": [{"action": "key", "keys": ["ctrl", "s"]}, {"action": "wait", "time": 0.5}]} \
+      in writer["checker"]["postconfig"]
   without_cache = importer.convert(json.loads((src / f"{WRITER_ID}.json").read_text()), "w.json")
   assert any("not in the local file cache" in r for r in without_cache.reasons)
 
@@ -72,8 +78,8 @@ def test_download_step_reads_the_local_cache(tmp_path):
   (cache / "Student_Level_Fill_Blank.xlsx").write_bytes(b"stand-in")
   task = json.load(open(os.path.join(FIX, "tasks", "libreoffice_calc", "01b269ae-2111-4a07-81fd-3fcd711993b0.json")))
   res = importer.convert(task, "t.json", str(cache))
-  assert not any("local file cache" in r for r in res.reasons)   # the input came from the cache ...
-  assert any("cloud_file" in r for r in res.reasons)             # ... the expected file still needs the network
+  assert not any("config" in r for r in res.reasons)   # the input came from the cache ...
+  assert any("evaluator.expected: expected file not in the local file cache" in r for r in res.reasons)  # ... not the gold file
 
 
 @pytest.mark.parametrize("func,result,expected,want", [

@@ -96,11 +96,12 @@ class LocalEnv(Env):
     self.sandbox = self.shell = self.desktop = None
     self.task: TaskPackage | None = None
     self.terminal_outputs: list[str] = []
+    self.terminate_status: str | None = None   # the policy's terminate status (OSWorld's infeasible tasks)
 
   # ---- lifecycle ---------------------------------------------------------------------------
   def reset(self, task: TaskPackage) -> Observation:
     self.close()
-    self.task, self.terminal_outputs = task, []
+    self.task, self.terminal_outputs, self.terminate_status = task, [], None
     from mage_jax.agent.apps import etc_binds  # the real apps' read-only config (LibreOffice, GIMP, openbox)
     sb_cfg = dataclasses.replace(self.config.sandbox, ro_binds=self.config.sandbox.ro_binds + (
         (APPS_HOST_DIR, APPS_DIR),) + (etc_binds() if task.needs_desktop else ()))
@@ -226,6 +227,7 @@ class LocalEnv(Env):
       return Observation(text=text, screenshot=self.screenshot())
     action = arguments["action"]
     if action == "terminate":
+      self.terminate_status = arguments["status"]
       return Observation(text=None, screenshot=None, done=True, status=arguments["status"])
     if self.desktop is None:
       return Observation(text="Error: this task has no display; use the bash tool.")

@@ -70,6 +70,7 @@ class RemoteEnv(Env):
     self.command_timeout, self.max_output, self.app_timeout = command_timeout, max_output, app_timeout
     self.task: TaskPackage | None = None
     self.terminal_outputs: list[str] = []
+    self.terminate_status: str | None = None   # the policy's terminate status (OSWorld's infeasible tasks)
     self.cwd = HOME
     self.width = self.height = 0
 
@@ -112,7 +113,7 @@ class RemoteEnv(Env):
         raise RuntimeError(f"{self.reset_route} failed with HTTP {code}: {resp}")
     code, size = self._post_json("/screen_size", {})
     self.width, self.height = int(size["width"]), int(size["height"])
-    self.task, self.terminal_outputs, self.cwd = task, [], HOME
+    self.task, self.terminal_outputs, self.cwd, self.terminate_status = task, [], HOME, None
     for i, spec in enumerate(task.setup):
       try:
         preparers.run_preparer(self, spec, task.root)
@@ -148,6 +149,7 @@ class RemoteEnv(Env):
         text += f"\n[exit code {rc}]"
       return Observation(text=text.strip("\n") or "[no output]", screenshot=self.screenshot())
     if arguments["action"] == "terminate":
+      self.terminate_status = arguments["status"]
       return Observation(done=True, status=arguments["status"])
     if arguments["action"] == "wait":
       time.sleep(float(arguments["time"]))

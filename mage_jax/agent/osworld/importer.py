@@ -30,23 +30,31 @@ import shlex
 import shutil
 from typing import Any
 
-from mage_jax.agent.osworld import task_types
+from mage_jax.agent.osworld import cache as cache_lib, document_metrics, pyautogui_steps, table_metrics, task_types
 
 CHROME = ("google-chrome", "chromium", "chromium-browser", "google-chrome-stable")
 _SUDO = re.compile(r"echo\s+'?password'?\s*\|\s*sudo\s+-S\s+|\bsudo\s+(-S\s+)?")
 _NETWORK = re.compile(r"https?://|\bapt(-get)?\s+(install|update)|\bpip3?\s+install|\bsnap\s+install|\bwget\b|\bcurl\b")
-_HOTKEY = re.compile(r"import pyautogui; import time; (?:time\.sleep\([\d.]+\); )?pyautogui\.hotkey\(((?:'\w+'(?:, )?)+)\);"
-                     r"(?: time\.sleep\([\d.]+\);)? *")
+# domains whose app Debian does not package: refused with the reason (Makefile system-apps installs the rest)
+NOT_IN_DEBIAN = {"vs_code": "VS Code is not packaged by Debian (no app to run it here)"}
+VSCODE_APPS = ("vscode", "vs_code", "code")
 
 
-def _hotkey(params: dict) -> list[str] | None:
-  """The keys of a `python -c "import pyautogui; ... pyautogui.hotkey(...)"` step, else None."""
-  cmd = params.get("command")
-  code = cmd[cmd.index("-c") + 1] if isinstance(cmd, list) and "-c" in cmd[:-1] else None
-  m = _HOTKEY.fullmatch(code.strip()) if isinstance(code, str) else None
-  return re.findall(r"'(\w+)'", m[1]) if m else None
+def _gui_actions(params: dict) -> tuple[list[dict] | None, str]:
+  """(computer_use calls, '') for a plain pyautogui step, else (None, why not)."""
+  code = pyautogui_steps.code_of(params)
+  if code is None:
+    return None, "not a `python -c` pyautogui snippet"
+  try:
+    return pyautogui_steps.parse(code), ""
+  except ValueError as e:
+    return None, str(e)
 
 
+DOMAINS = ("chrome", "gimp", "libreoffice_calc", "libreoffice_impress", "libreoffice_writer", "multi_apps", "os",
+           "thunderbird", "vlc", "vs_code")   # OSWorld's leaderboard columns
+DOMAIN_SKILL = "osworld_domain:"   # the skill tag naming the task's OSWorld domain (its folder)
+OSWORLD_MAX_STEPS = 50   # OSWorld-Verified's step budget
 HOME_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos")
 
 
@@ -60,21 +68,20 @@ class Result:
   reasons: list[str] = dataclasses.field(default_factory=list)      # why it can't be imported
 
 
-class _Cache:
-  def __init__(self, root: str | None):
-    self.root = root
-    self.index = {}
-    if root and os.path.isfile(os.path.join(root, "index.json")):
-      with open(os.path.join(root, "index.json")) as f:
-        self.index = json.load(f)
-
-  def find(self, url: str, path: str) -> str | None:
-    if not self.root:
-      return None
-    for name in (self.index.get(url), os.path.basename(path)):
-      if name and os.path.isfile(os.path.join(self.root, name)):
-        return os.path.join(self.root, name)
-    return None
+def _cached_files(params: dict, what: str, folder: str, res: Result, cache: cache_lib.Cache) -> list[tuple[str, str]]:
+  """[(VM path, package file)] for a download step's files found in the local cache; each missing
+  one is a reason to refuse."""
+  out = []
+  for f in params.get("files", []):
+    url, path = str(f.get("url", "")), str(f.get("path", ""))
+    host = cache.find(url, path)
+    if host is None:
+      res.reasons.append(f"{what} not in the local file cache: {url[:80]} -> {path}")
+      continue
+    name = f"{folder}/{cache_lib.cache_name(url, path)}"
+    res.files[name] = host
+    out.append((path, name))
+  return out
 
 
 def _command(params: dict) -> tuple[str, bool]:
@@ -82,7 +89,7 @@ def _command(params: dict) -> tuple[str, bool]:
   return (cmd if isinstance(cmd, str) else shlex.join(str(c) for c in cmd)), shell or isinstance(cmd, str)
 
 
-def _setup_step(step: dict, i: int, res: Result, cache: _Cache) -> dict | list[dict] | None:
+def _setup_step(step: dict, i: int, res: Result, cache: cache_lib.Cache) -> dict | list[dict] | None:
   t, p = step.get("type"), step.get("parameters") or {}
   where = f"config[{i}] ({t})"
   if t == "launch":
@@ -92,8 +99,8 @@ def _setup_step(step: dict, i: int, res: Result, cache: _Cache) -> dict | list[d
       res.reasons.append(f"{where}: no command")
     elif os.path.basename(argv[0]) in CHROME:
       urls = [a for a in argv[1:] if not a.startswith("-")]
-      res.notes.append(f"{where}: {argv[0]} -> Chromium (debugging port dropped)")
-      return {"type": "browser", "url": urls[0] if urls else "about:blank", "kiosk": False}
+      res.notes.append(f"{where}: {argv[0]} -> Chromium with its DevTools port")
+      return {"type": "osworld_browser", "urls": urls}
     elif argv[0] == "socat":
       res.notes.append(f"{where}: dropped the socat relay to Chrome's debugging port (not used here)")
     else:
@@ -106,8 +113,11 @@ def _setup_step(step: dict, i: int, res: Result, cache: _Cache) -> dict | list[d
   elif t in ("execute", "command"):
     cmd, shell = _command(p)
     if "pyautogui" in cmd:
-      res.notes.append(f"{where}: dropped a pyautogui focus click/hotkey on OSWorld's desktop")
-      return None
+      actions, why = _gui_actions(p)
+      if actions is None:
+        res.notes.append(f"{where}: dropped a pyautogui step that is not a plain key/click/type sequence ({why})")
+        return None
+      return {"type": "osworld_gui", "actions": actions}
     if _NETWORK.search(cmd):
       res.reasons.append(f"{where}: needs the network ({cmd[:80]!r})")
       return None
@@ -118,18 +128,12 @@ def _setup_step(step: dict, i: int, res: Result, cache: _Cache) -> dict | list[d
   elif t == "sleep":
     return {"type": "script", "script": f"sleep {min(float(p.get('seconds', 1)), 10.0):g}"}
   elif t == "download":
-    out = []
-    for f in p.get("files", []):
-      host = cache.find(f.get("url", ""), f.get("path", ""))
-      if host is None:
-        res.reasons.append(f"{where}: network download not in the local file cache: {f.get('url', '')[:80]} -> {f.get('path')}")
-        continue
-      name = f"files/{os.path.basename(f['path'])}"
-      res.files[name] = host
-      out.append({"type": "osworld_file", "path": f["path"], "src": name})
-    return out
+    return [{"type": "osworld_file", "path": path, "src": src}
+            for path, src in _cached_files(p, f"{where}: network download", "files", res, cache)]
   elif t == "activate_window":
     res.notes.append(f"{where}: dropped (the window manager focuses new windows)")
+  elif t == "chrome_open_tabs":   # merged into the browser step by convert()
+    return {"type": "osworld_browser", "urls": [str(u) for u in p.get("urls_to_open", [])]}
   elif t == "googledrive":
     res.reasons.append(f"{where}: Google Drive step (needs the network and an account)")
   else:
@@ -141,10 +145,41 @@ def _listify(x: Any, n: int) -> list:
   return x if isinstance(x, list) else [x] * n
 
 
-def _checker(ev: dict, res: Result) -> dict | None:
+def _cloud_file(spec: dict, key: str, res: Result, cache: cache_lib.Cache) -> dict:
+  """A cloud_file getter served from the local cache: the expected file goes into the package
+  (files/expected/, read by the checker on the host, never seen by the agent)."""
+  urls, dests = spec.get("path"), spec.get("dest")
+  pairs = list(zip(urls, dests)) if isinstance(urls, list) else [(urls, dests)]
+  srcs = []
+  for url, dest in pairs:
+    host = cache.find(str(url), str(dest))
+    if host is None:
+      res.reasons.append(f"evaluator.{key}: expected file not in the local file cache: {str(url)[:80]} -> {dest}")
+      continue
+    name = f"files/expected/{cache_lib.cache_name(str(url), str(dest))}"
+    res.files[name] = host
+    srcs.append(name)
+  return {**spec, "src": srcs if isinstance(urls, list) else (srcs[0] if srcs else None)}
+
+
+def _metric_reasons(func: str, options: dict) -> list[str]:
+  """Options of a supported metric that we don't implement (so the task would be scored wrongly)."""
+  if func == "compare_pptx_files":
+    return [f"evaluator: compare_pptx_files option {k!r} (task-specific position check) is not supported"
+            for k, v in options.items() if k in document_metrics.PPTX_TASK_SPECIFIC and v]
+  if func == "compare_table":
+    return [f"evaluator: compare_table rule {r.get('type')!r} is not supported (only {table_metrics.SUPPORTED_RULES})"
+            for r in options.get("rules") or [] if r.get("type") not in table_metrics.SUPPORTED_RULES]
+  return []
+
+
+def _checker(ev: dict, res: Result, cache: cache_lib.Cache) -> dict | None:
   funcs = ev.get("func")
-  if not funcs or funcs == "infeasible":
-    res.reasons.append("infeasible task or no evaluator function (nothing to check)")
+  if funcs == task_types.INFEASIBLE:   # OSWorld scores it by the agent answering FAIL
+    res.notes.append("infeasible task: scores 1 when the agent terminates with status failure")
+    return {"type": "osworld", "infeasible": True, "metrics": []}
+  if not funcs:
+    res.reasons.append("no evaluator function (OSWorld leaves this task unscored)")
     return None
   funcs = funcs if isinstance(funcs, list) else [funcs]
   n = len(funcs)
@@ -154,25 +189,27 @@ def _checker(ev: dict, res: Result) -> dict | None:
   for i, func in enumerate(funcs):
     if func not in task_types.METRICS:
       res.reasons.append(f"evaluator: unsupported function {func!r}")
+    res.reasons.extend(_metric_reasons(func, options[i] or {}))
+    specs = {}
     for key, spec in (("result", results[i]), ("expected", expecteds[i])):
-      if spec is None or not isinstance(spec, dict):
-        continue
-      t = spec.get("type")
-      if t == "cloud_file":
-        res.reasons.append(f"evaluator.{key}: network download of the expected file (cloud_file)")
-      elif t not in task_types.GETTERS:
-        res.reasons.append(f"evaluator.{key}: unsupported getter {t!r}")
-    metrics.append({"func": func, "result": results[i], "expected": expecteds[i], "options": options[i] or {}})
+      if spec is not None and isinstance(spec, dict):
+        t = spec.get("type")
+        if t == "cloud_file":
+          spec = _cloud_file(spec, key, res, cache)
+        elif t not in task_types.GETTERS:
+          res.reasons.append(f"evaluator.{key}: unsupported getter {t!r}")
+      specs[key] = spec
+    metrics.append({"func": func, "result": specs["result"], "expected": specs["expected"], "options": options[i] or {}})
   post = []
   for j, step in enumerate(ev.get("postconfig") or []):
-    t = step.get("type")
-    cmd = _command(step.get("parameters") or {})[0] if t in ("execute", "command", "launch") else ""
+    t, params = step.get("type"), step.get("parameters") or {}
+    cmd = _command(params)[0] if t in ("execute", "command", "launch") else ""
     if "pyautogui" in cmd:
-      keys = _hotkey(step.get("parameters") or {})
-      if keys is None:
-        res.reasons.append(f"evaluator.postconfig[{j}]: pyautogui step other than one hotkey ({cmd[:80]!r})")
-      else:   # e.g. Ctrl+S before the file is read: pressed on the episode's desktop by the checker
-        post.append({"type": "hotkey", "keys": keys})
+      actions, why = _gui_actions(params)
+      if actions is None:
+        res.reasons.append(f"evaluator.postconfig[{j}]: pyautogui step that is not a plain key/click/type sequence ({why})")
+      else:   # e.g. Ctrl+S before the file is read: run on the episode's desktop by the checker
+        post.append({"type": "gui_actions", "actions": actions})
       continue
     if t in ("sleep", "execute", "command", "launch"):
       if t == "launch" and os.path.basename(shlex.split(cmd)[0] if cmd else "") in CHROME:
@@ -181,8 +218,9 @@ def _checker(ev: dict, res: Result) -> dict | None:
       if _NETWORK.search(cmd):
         res.reasons.append(f"evaluator.postconfig[{j}]: needs the network")
       post.append(step)
-    elif t == "download":
-      res.reasons.append(f"evaluator.postconfig[{j}]: network download (an evaluation script)")
+    elif t == "download":   # an evaluation script, written into the sandbox just before the metrics
+      post += [{"type": "file", "path": path, "src": src}
+               for path, src in _cached_files(params, f"evaluator.postconfig[{j}]: download", "files/post", res, cache)]
     elif t == "activate_window":
       res.notes.append(f"evaluator.postconfig[{j}]: dropped activate_window")
     else:
@@ -190,6 +228,15 @@ def _checker(ev: dict, res: Result) -> dict | None:
   output = any(isinstance(r, dict) and r.get("type") == "vm_terminal_output" for r in results)
   return {"type": "osworld_output" if output else "osworld", "metrics": metrics,
           "conj": ev.get("conj", "and"), "postconfig": post}
+
+
+def _merge_browser(setup: list[dict]) -> list[dict]:
+  """OSWorld launches Chrome, then opens tabs in it (chrome_open_tabs): one browser step with every URL."""
+  first = next((s for s in setup if s["type"] == "osworld_browser"), None)
+  if first is None:
+    return setup
+  urls = [u for s in setup if s["type"] == "osworld_browser" for u in s["urls"]]
+  return [{**first, "urls": urls} if s is first else s for s in setup if s is first or s["type"] != "osworld_browser"]
 
 
 def convert(task: Any, source: str, cache_dir: str | None = None,
@@ -203,22 +250,31 @@ def convert(task: Any, source: str, cache_dir: str | None = None,
   if missing:
     res.reasons.append(f"missing fields {missing}")
     return res
-  cache = _Cache(cache_dir)
+  cache = cache_lib.Cache(cache_dir)
   # OSWorld's VM user has the usual XDG folders; its tasks assume ~/Desktop exists
   setup = [{"type": "script", "script": "mkdir -p " + " ".join(f"~/{d}" for d in HOME_DIRS)}]
   for i, step in enumerate(task.get("config") or []):
     specs = _setup_step(step, i, res, cache)
     setup += specs if isinstance(specs, list) else [specs] if specs else []
-  checker = _checker(task["evaluator"], res) if isinstance(task["evaluator"], dict) else None
+  folder = os.path.basename(os.path.dirname(source))
+  domain = folder if folder in DOMAINS else str(task.get("snapshot", ""))   # OSWorld's folders are its domains
+  apps = [str(a) for a in task.get("related_apps") or []]
+  if domain in NOT_IN_DEBIAN or any(a in VSCODE_APPS for a in apps):
+    res.reasons.append(NOT_IN_DEBIAN["vs_code"])
+  setup = _merge_browser(setup)
+  checker = _checker(task["evaluator"], res, cache) if isinstance(task["evaluator"], dict) else None
   if checker is None and not res.reasons:
     res.reasons.append("evaluator must be an object")
   if res.reasons:
     return res
-  apps = list(task.get("related_apps") or [])
-  gui = any(s["type"] in ("browser", "osworld_launch", "osworld_open") for s in setup) or apps != ["os"]
+  gui = any(s["type"] in ("osworld_browser", "osworld_launch", "osworld_open") for s in setup) or apps != ["os"]
+  if not gui and any(s["type"] == "osworld_gui" for s in setup):
+    # an `os` task's clicks and Ctrl+Alt+T open GNOME's terminal; here the terminal is the bash tool
+    res.notes.append("dropped the pyautogui steps that open a terminal (a terminal task: the bash tool is its terminal)")
+    setup = [s for s in setup if s["type"] != "osworld_gui"]
   pkg = {"id": f"osworld_{res.id}", "instruction": task["instruction"], "kind": "hybrid" if gui else "terminal",
-         "apps": apps, "skills": [f"osworld:{task.get('snapshot', '')}"], "channels": ["gui", "terminal"],
-         "setup": setup, "checker": checker, "max_steps": 30}
+         "apps": apps, "skills": [f"osworld:{task.get('snapshot', '')}", f"{DOMAIN_SKILL}{domain}"], "channels": ["gui", "terminal"],
+         "setup": setup, "checker": checker, "max_steps": OSWORLD_MAX_STEPS}
   pkg.update(extra or {})
   res.package = pkg
   return res
@@ -231,17 +287,39 @@ def write(res: Result, out_dir: str) -> str:
   package_from_dict(res.package, source=res.source, root=d)   # raises on anything malformed
   os.makedirs(os.path.join(d, "files"), exist_ok=True)
   for name, host in res.files.items():
+    os.makedirs(os.path.dirname(os.path.join(d, name)), exist_ok=True)
     shutil.copyfile(host, os.path.join(d, name))
   with open(os.path.join(d, "task.json"), "w") as f:
     json.dump(res.package, f, indent=1)
   return d
 
 
-def task_files(src: str) -> list[str]:
+# folders of OSWorld's examples for other set-ups: Windows VMs, a Google Drive account
+EXCLUDED_DIRS = ("Windows", "googledrive", "google_drive")
+NOT_TASKS = ("references.json", "template.json", "index.json")
+
+
+def task_files(src: str, exclude: tuple[str, ...] = EXCLUDED_DIRS) -> list[str]:
+  """Task JSON files under `src` (or `src` itself), skipping folders named in `exclude`."""
   if os.path.isfile(src):
     return [src]
-  return sorted(os.path.join(r, n) for r, _, names in os.walk(src) for n in names
-                if n.endswith(".json") and n != "references.json")
+  out = []
+  for r, dirs, names in os.walk(src):
+    dirs[:] = sorted(d for d in dirs if d not in exclude)
+    out += [os.path.join(r, n) for n in names if n.endswith(".json") and n not in NOT_TASKS]
+  return sorted(out)
+
+
+def load_tasks(src: str, exclude: tuple[str, ...] = EXCLUDED_DIRS) -> tuple[list[tuple[str, Any]], list[dict]]:
+  """([(path, parsed JSON)], [refused: invalid JSON with file and line])."""
+  tasks, bad = [], []
+  for path in task_files(src, exclude):
+    try:
+      with open(path) as f:
+        tasks.append((path, json.load(f)))
+    except json.JSONDecodeError as e:
+      bad.append({"id": "?", "source": path, "reasons": [f"{path}:{e.lineno}: invalid JSON ({e.msg})"]})
+  return tasks, bad
 
 
 def report_path(out_dir: str) -> str:
@@ -250,17 +328,12 @@ def report_path(out_dir: str) -> str:
 
 
 def import_dir(src: str, out_dir: str, cache_dir: str | None = None,
-               references: dict[str, Any] | None = None) -> dict[str, Any]:
-  """Imports every task JSON under `src`; writes packages under `out_dir` and the report to
-  report_path(out_dir)."""
-  report: dict[str, Any] = {"imported": [], "refused": []}
-  for path in task_files(src):
-    try:
-      with open(path) as f:
-        task = json.load(f)
-    except json.JSONDecodeError as e:
-      report["refused"].append({"id": "?", "source": path, "reasons": [f"{path}:{e.lineno}: invalid JSON ({e.msg})"]})
-      continue
+               references: dict[str, Any] | None = None, exclude: tuple[str, ...] = EXCLUDED_DIRS) -> dict[str, Any]:
+  """Imports every task JSON under `src` (folders in `exclude` skipped); writes packages under
+  `out_dir` and the report to report_path(out_dir)."""
+  tasks, bad = load_tasks(src, exclude)
+  report: dict[str, Any] = {"imported": [], "refused": list(bad), "excluded_dirs": list(exclude)}
+  for path, task in tasks:
     res = convert(task, path, cache_dir, (references or {}).get(str(task.get("id")) if isinstance(task, dict) else None))
     if res.package is not None:
       try:
@@ -271,7 +344,18 @@ def import_dir(src: str, out_dir: str, cache_dir: str | None = None,
       report["refused"].append({"id": res.id, "source": path, "reasons": res.reasons})
     else:
       report["imported"].append({"id": res.id, "package": res.package["id"], "source": path, "notes": res.notes})
+  report["by_domain"] = by_domain(report)
   os.makedirs(out_dir, exist_ok=True)
   with open(report_path(out_dir), "w") as f:
     json.dump(report, f, indent=1)
   return report
+
+
+def by_domain(report: dict[str, Any]) -> dict[str, dict[str, int]]:
+  """{OSWorld domain (the task's folder): {imported, refused}}."""
+  out: dict[str, dict[str, int]] = {}
+  for key in ("imported", "refused"):
+    for r in report[key]:
+      row = out.setdefault(os.path.basename(os.path.dirname(r["source"])), {"imported": 0, "refused": 0})
+      row[key] += 1
+  return dict(sorted(out.items()))

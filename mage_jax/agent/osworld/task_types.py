@@ -25,6 +25,8 @@ import subprocess
 import time
 from typing import Any, Callable
 
+from mage_jax.agent.osworld import (browser_getters, document_metrics, pyautogui_steps, relative_time, rule_metrics,
+                                    table_metrics)
 from mage_jax.agent.sandbox import Unreadable, sandbox_env
 from mage_jax.agent.tasks import checkers, preparers
 
@@ -63,38 +65,65 @@ CHROME_GETTERS: dict[str, Callable[[dict], Any]] = {
                                         .get("short_name", "Google"),
     "profile_name": lambda p: p.get("profile", {}).get("name"),
 }
-GETTERS = ("vm_command_line", "vm_terminal_output", "vm_file", "list_directory", "rule") + tuple(CHROME_GETTERS)
+# app config files OSWorld's getters copy from the VM's home (our sandbox user's home is /home/user)
+CONFIG_FILES: dict[str, Callable[[dict], str]] = {
+    "vlc_config": lambda spec: "/home/user/.config/vlc/vlcrc",
+    "gimp_config_file": lambda spec: f"/home/user/.config/GIMP/2.10/{spec['file_name']}",
+}
+TAB_GETTERS = ("active_tab_info", "active_url_from_accessTree", "active_tab_url_parse", "active_tab_html_parse",
+               "open_tabs_info")
+GETTERS = ("vm_command_line", "vm_terminal_output", "vm_file", "list_directory", "rule", "rule_relativeTime",
+           "cloud_file", "cache_file") + tuple(CHROME_GETTERS) + tuple(CONFIG_FILES) + TAB_GETTERS
 
 
-def get(ctx, spec: dict | None) -> Any:
+def _package_file(ctx, src: str) -> bytes:
+  """A file the importer put in the task package (an expected file from the local cache): read on
+  the host, never visible to the agent."""
+  root = getattr(getattr(ctx, "task", None), "root", None)
+  with open(os.path.join(root or ".", src), "rb") as f:
+    return f.read()
+
+
+def _many(spec: dict, key: str, read: Callable[[Any], Any]) -> Any:
+  """OSWorld's `multi`: parallel lists of paths give a list of results."""
+  value = spec[key]
+  return [read(v) for v in value] if isinstance(value, list) else read(value)
+
+
+def get(ctx, spec: dict | None, scratch: dict[str, bytes] | None = None) -> Any:
+  """One OSWorld getter's value; files come as bytes (None when absent). `scratch`: what postconfig
+  steps saved with `stdout` (OSWorld's cache_file reads those)."""
   if spec is None:
     return None
   t = spec["type"]
   if t == "rule":
     return spec["rules"]
+  if t == "rule_relativeTime":
+    return relative_time.rules(spec)
   if t == "vm_command_line":
     return _run(ctx, spec["command"], str(spec.get("shell", False)).lower() == "true")
   if t == "vm_terminal_output":
     return ctx.terminal_outputs[-1] if ctx.terminal_outputs else None
   if t == "vm_file":
-    data = ctx.read_file(spec["path"])
-    return None if data is None else data
+    return _many(spec, "path", ctx.read_file)
+  if t == "cloud_file":
+    return _many(spec, "src", lambda src: _package_file(ctx, src))
+  if t == "cache_file":
+    return (scratch or {}).get(spec["path"])
   if t == "list_directory":
     return ctx.list_dir(spec["path"])
   if t in CHROME_GETTERS:
     return CHROME_GETTERS[t](_prefs(ctx))
+  if t in CONFIG_FILES:
+    return ctx.read_file(CONFIG_FILES[t](spec))
+  if t in TAB_GETTERS:
+    return browser_getters.get(lambda argv: _run(ctx, argv, False), spec)
   raise ValueError(f"unsupported OSWorld result type {t!r}")
 
 
 # ---- metrics (OSWorld semantics; files arrive as bytes, None when absent) --------------------------
 def _text(b: bytes | None) -> str | None:
   return None if b is None else b.decode("utf-8", errors="replace")
-
-
-def _xlsx_values(b: bytes) -> list[list[list[Any]]]:
-  import openpyxl
-  wb = openpyxl.load_workbook(io.BytesIO(b), data_only=True)
-  return [[list(r) for r in ws.iter_rows(values_only=True)] for ws in wb.worksheets]
 
 
 def _docx(b: bytes):
@@ -118,7 +147,6 @@ METRICS: dict[str, Callable[..., float]] = {
         _text(r).strip() == _text(e).strip() if o.get("ignore_blanks") else _text(r) == _text(e))),
     "compare_csv": lambda r, e, **o: float(r is not None and e is not None and
                                            list(csv.reader(io.StringIO(_text(r)))) == list(csv.reader(io.StringIO(_text(e))))),
-    "compare_table": lambda r, e, **o: float(r is not None and e is not None and _xlsx_values(r) == _xlsx_values(e)),
     "check_json_settings": lambda r, rules, **o: float(r is not None and all(
         json.loads(_text(r)).get(k) == v for k, v in rules["expected"].items())),
     "compare_font_names": lambda r, rules, **o: float(r is not None and all(
@@ -127,36 +155,69 @@ METRICS: dict[str, Callable[..., float]] = {
                                                             _docx(r).paragraphs[0].alignment == 1),
     "check_moved_jpgs": lambda r, rules, **o: float(r is not None and sorted(r) == sorted(rules["expected"])),
 }
+for _module, _names in ((table_metrics, ("compare_table",)), (document_metrics, ("compare_docx_files", "compare_pptx_files", "compare_pdfs", "compare_images")),
+                        (rule_metrics, ("check_direct_json_object", "is_expected_url_pattern_match", "is_expected_active_tab",
+                                        "is_extension_installed", "check_config_status"))):
+  METRICS.update({n: getattr(_module, n) for n in _names})
+INFEASIBLE = "infeasible"   # OSWorld's marker for a task the agent should refuse (no metric runs)
 # metrics whose result is a file: their checks count as reading files; the rest read command output
 NEEDS_FILE = {"file_contains", "check_line_number", "compare_text_file", "compare_csv", "compare_table",
-              "check_json_settings", "compare_font_names", "is_first_line_centered", "check_list"}
+              "check_json_settings", "compare_font_names", "is_first_line_centered", "check_list",
+              "compare_docx_files", "compare_pptx_files", "compare_pdfs", "compare_images", "check_config_status"}
 
 
-def _postconfig(ctx, steps: list[dict]) -> None:
+def _postconfig(ctx, steps: list[dict]) -> dict[str, bytes]:
+  """Runs the evaluator's postconfig; returns what steps saved with `stdout` (for cache_file)."""
+  scratch: dict[str, bytes] = {}
+  desktop = getattr(ctx, "desktop", None)
   for step in steps:
     p = step.get("parameters", {})
     if step["type"] == "hotkey":   # OSWorld's pyautogui Ctrl+S before reading a file
-      if getattr(ctx, "desktop", None) is not None:
-        ctx.desktop.key_combo(step["keys"])
+      if desktop is not None:
+        desktop.key_combo(step["keys"])
+        time.sleep(HOTKEY_SETTLE)
+    elif step["type"] == "gui_actions":   # a plain pyautogui sequence, through our action path
+      if desktop is not None:
+        pyautogui_steps.run(desktop, step["actions"])
         time.sleep(HOTKEY_SETTLE)
     elif step["type"] == "sleep":   # OSWorld waits for its VM; a local sandbox settles in far less
       time.sleep(min(float(p["seconds"]), POSTCONFIG_SLEEP_CAP))
+    elif step["type"] == "file":   # a cached download (an evaluation script) written into the sandbox
+      ctx.sandbox.write_file(step["path"], _package_file(ctx, step["src"]))
     elif step["type"] in ("execute", "command", "launch"):
-      _run(ctx, p["command"], str(p.get("shell", False)).lower() == "true")
+      out = _run(ctx, p["command"], str(p.get("shell", False)).lower() == "true")
+      if p.get("stdout"):
+        scratch[p["stdout"]] = out.encode()
+  return scratch
+
+
+def combine(scores: list[float], conj: str) -> float:
+  """OSWorld's combination: one metric is its score; 'and' is 0 if any is 0, else the mean; 'or' is
+  1 if any is 1, else the best."""
+  if len(scores) == 1:
+    return scores[0]
+  if conj == "and":
+    return 0.0 if any(s == 0 for s in scores) else sum(scores) / len(scores)
+  return 1.0 if any(s == 1 for s in scores) else max(scores)
 
 
 def score(ctx, spec: dict) -> float:
-  if getattr(ctx, "sandbox", None) is None:
+  gave_up = getattr(ctx, "terminate_status", None) == "failure"
+  if spec.get("infeasible"):   # OSWorld: an infeasible task scores 1 only when the agent says FAIL
+    return float(gave_up)
+  if gave_up or getattr(ctx, "sandbox", None) is None:   # OSWorld: FAIL on a feasible task scores 0
     return 0.0
-  _postconfig(ctx, spec.get("postconfig", []))
+  scratch = _postconfig(ctx, spec.get("postconfig", []))
   scores = []
   for m in spec["metrics"]:
-    result, expected = get(ctx, m["result"]), get(ctx, m.get("expected"))
-    scores.append(METRICS[m["func"]](result, expected, **(m.get("options") or {})))
-  return float(all(s == 1.0 for s in scores) if spec.get("conj", "and") == "and" else any(s == 1.0 for s in scores))
+    result, expected = get(ctx, m["result"], scratch), get(ctx, m.get("expected"), scratch)
+    scores.append(float(METRICS[m["func"]](result, expected, **(m.get("options") or {}))))
+  return combine(scores, spec.get("conj", "and"))
 
 
 def validate(spec: dict, where: str) -> None:
+  if spec.get("infeasible") is True:
+    return
   if not isinstance(spec.get("metrics"), list) or not spec["metrics"]:
     raise ValueError(f"{where}: osworld checker needs a non-empty 'metrics' list")
   for i, m in enumerate(spec["metrics"]):
@@ -189,6 +250,26 @@ def _need(*keys):
 
 preparers.register("osworld_file", preparers.Extension(_run_file, _need("path", "src")))
 preparers.register("osworld_launch", preparers.Extension(_run_launch, _need("argv")))
+
+
+def _run_browser(target, spec, root):
+  """Chromium (normal window, profile ~/.config/chromium) on OSWorld's URLs as tabs, with the DevTools
+  port the tab getters read (browser_getters.py)."""
+  from mage_jax.agent.web import browser
+  if getattr(target, "desktop", None) is None:
+    raise preparers.SetupError("the browser needs a desktop; the task kind is 'terminal'")
+  browser.launch(target.desktop, list(spec["urls"]) or ["about:blank"], kiosk=False,
+                 extra=(f"--remote-debugging-port={browser_getters.DEVTOOLS_PORT}",))
+
+
+def _run_gui(target, spec, root):
+  if getattr(target, "desktop", None) is None:
+    raise preparers.SetupError("pyautogui steps need a desktop; the task kind is 'terminal'")
+  pyautogui_steps.run(target.desktop, spec["actions"])
+
+
+preparers.register("osworld_gui", preparers.Extension(_run_gui, _need("actions")))
+preparers.register("osworld_browser", preparers.Extension(_run_browser, _need("urls")))
 # two names for one checker, so the blind-exploit gate knows what it reads: `osworld_output` when a
 # metric reads the terminal's output (the output exploits apply), `osworld` otherwise (state only)
 checkers.register("osworld", checkers.Extension(score, validate, content_errors=("docx",)))

@@ -46,15 +46,16 @@ def memory_cgroup(sb, memory_mb: int = BROWSER_MEMORY_MB) -> cgroup_lib.SandboxC
   return cg
 
 
-def argv(url: str, width: int, height: int, kiosk: bool = True) -> list[str]:
-  args = [CHROMIUM, *FLAGS, f"--window-size={width},{height}"]
+def argv(url: str | list[str], width: int, height: int, kiosk: bool = True, extra: tuple[str, ...] = ()) -> list[str]:
+  """`url`: one page, or several opened as tabs; `extra`: more flags (a DevTools port)."""
+  args = [CHROMIUM, *FLAGS, *extra, f"--window-size={width},{height}"]
   if kiosk:  # full screen, no tabs or address bar: only the page
     args += ["--kiosk", f"--user-data-dir={KIOSK_PROFILE}/profile"]
-  return args + [url]
+  return args + ([url] if isinstance(url, str) else list(url))
 
 
-def launch(desktop, url: str, *, kiosk: bool = True, title: str | None = None, timeout: float = 45.0,
-           memory_mb: int = BROWSER_MEMORY_MB) -> subprocess.Popen:
+def launch(desktop, url: str | list[str], *, kiosk: bool = True, title: str | None = None, timeout: float = 45.0,
+           memory_mb: int = BROWSER_MEMORY_MB, extra: tuple[str, ...] = ()) -> subprocess.Popen:
   """Starts Chromium on `url` under the window manager and waits until its window (with `title`,
   when given) is mapped and the screen has settled. The process counts as a real app of the
   desktop (stopped at reset; observations wait for it to redraw)."""
@@ -64,7 +65,7 @@ def launch(desktop, url: str, *, kiosk: bool = True, title: str | None = None, t
   env = {**sandbox_env(":0"), **apps.font_env(sb)}  # the host's font cache: no scan of every font per start
   if kiosk:  # caches and config out of the task's home
     env.update({"XDG_CONFIG_HOME": f"{KIOSK_PROFILE}/config", "XDG_CACHE_HOME": f"{KIOSK_PROFILE}/cache"})
-  proc = sb.spawn(argv(url, desktop.width, desktop.height, kiosk), env=env, memory_cgroup=memory_cgroup(sb, memory_mb),
+  proc = sb.spawn(argv(url, desktop.width, desktop.height, kiosk, extra), env=env, memory_cgroup=memory_cgroup(sb, memory_mb),
                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   desktop.real_apps = getattr(desktop, "real_apps", []) + [proc]
   deadline = time.monotonic() + timeout

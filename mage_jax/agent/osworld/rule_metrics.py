@@ -1,0 +1,101 @@
+"""OSWorld's rule-based metrics over JSON, URLs, tabs and app config files (our code, OSWorld's semantics).
+
+  check_direct_json_object   result (a dict, or JSON text where ' stands for ") against rules.expected:
+                             every expected key equal; with rules.expect_in_result, a string value must
+                             be a substring of the result's, a list value needs one of its items in the
+                             result's list
+  is_expected_url_pattern_match  every regex of rules.expected found in the URL (a str, or a tab
+                             info's `url`)
+  is_expected_active_tab     rules {type: "url", url}: the active tab's URL equals it after
+                             normalisation (scheme defaults to http, host lowercased without "www.",
+                             a lone "/" path dropped)
+  is_extension_installed     rules {type: contain | not_contain, expected}: a substring of the output
+  check_config_status        a GIMP-style config file `(key ... value)` lines: one line whose first
+                             item is rules.key (or whose first two are the two keys of a list) and whose
+                             last item is rules.value
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import urlparse, urlunparse
+
+
+def _text(b: Any) -> str | None:
+  return b.decode("utf-8", errors="replace") if isinstance(b, bytes) else b
+
+
+def check_direct_json_object(result: Any, rules: dict, **_) -> float:
+  if isinstance(result, (str, bytes)):
+    try:
+      result = json.loads(_text(result).strip().replace("'", '"'))
+    except json.JSONDecodeError:
+      return 0.0
+  if not isinstance(result, dict):
+    return 0.0
+  expected = rules["expected"]
+  if not rules.get("expect_in_result", False):
+    return float(all(result.get(k) == v for k, v in expected.items()))
+  for k, v in expected.items():
+    got = result.get(k)
+    if isinstance(v, list):
+      if not (isinstance(got, list) and any(x in got for x in v)):
+        return 0.0
+    elif isinstance(v, str):
+      if not isinstance(got, str) or v not in got:
+        return 0.0
+    else:
+      return 0.0
+  return 1.0
+
+
+def _url(result: Any) -> str | None:
+  return result.get("url") if isinstance(result, dict) else _text(result)
+
+
+def is_expected_url_pattern_match(result: Any, rules: dict, **_) -> float:
+  url = _url(result) if result else None
+  return float(bool(url) and all(re.search(p, url) for p in rules["expected"]))
+
+
+def normalize_url(url: str) -> str:
+  u = urlparse(url)
+  return urlunparse(u._replace(scheme=(u.scheme or "http").lower(), netloc=u.netloc.lower().replace("www.", ""),
+                               path="" if u.path == "/" else u.path))
+
+
+def is_expected_active_tab(result: Any, rules: dict, **_) -> float:
+  url = _url(result) if result else None
+  if not url or rules.get("type") != "url":
+    return 0.0
+  return float(normalize_url(url) == normalize_url(rules["url"]))
+
+
+def is_extension_installed(result: Any, rules: dict, **_) -> float:
+  text = _text(result)
+  if text is None:
+    return 0.0
+  if rules["type"] == "contain":
+    return float(rules["expected"] in text)
+  if rules["type"] == "not_contain":
+    return float(rules["expected"] not in text)
+  raise ValueError(f"is_extension_installed: unknown rule type {rules['type']!r}")
+
+
+def check_config_status(result: Any, rules: dict, **_) -> float:
+  text = _text(result)
+  if text is None:
+    return 0.0
+  key, value = rules["key"], rules["value"]
+  for line in text.splitlines():
+    if not line.strip() or line.startswith("#"):
+      continue
+    items = line.strip().lstrip("(").rstrip(")").split()
+    if not items:
+      continue
+    if isinstance(key, str) and items[0] == key and items[-1] == value:
+      return 1.0
+    if isinstance(key, list) and len(key) == 2 and items[:2] == key and items[-1] == value:
+      return 1.0
+  return 0.0

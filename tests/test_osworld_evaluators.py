@@ -1,0 +1,403 @@
+"""OSWorld evaluators, getters and protocol pieces (mage_jax/agent/osworld): every metric against
+hand-made documents that should and should not match, the local file cache and its placeholders,
+pyautogui steps as our actions, relative dates, infeasible scoring, the per-domain table, and the
+DevTools client against a real headless Chromium on loopback."""
+import datetime as dt
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import types
+import zipfile
+
+import numpy as np
+import pytest
+
+from mage_jax.agent.osworld import (browser_getters, cache, document_metrics, importer, leaderboard, pyautogui_steps,
+                                    relative_time, rule_metrics, table_metrics, task_types)
+
+FIX = os.path.join(os.path.dirname(__file__), "fixtures", "osworld")
+
+
+# ---- Writer --------------------------------------------------------------------------------------
+def _docx(*paras):
+  import docx
+  d = docx.Document()
+  for p in paras:
+    d.add_paragraph(p)
+  buf = io.BytesIO()
+  d.save(buf)
+  return buf.getvalue()
+
+
+def _odt(*paras):
+  body = "".join(f"<text:p>{p}</text:p>" for p in paras)
+  xml = ('<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+         'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"><office:body><office:text>'
+         f'{body}</office:text></office:body></office:document-content>')
+  buf = io.BytesIO()
+  with zipfile.ZipFile(buf, "w") as z:
+    z.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+    z.writestr("content.xml", xml)
+  return buf.getvalue()
+
+
+def test_compare_docx_files():
+  f = document_metrics.compare_docx_files
+  assert f(_docx("Title", "Body  text"), _docx("Title", "Body text")) == 1.0          # blanks collapse
+  assert f(_docx("Title", "Body"), _docx("Title", "Bodies")) == 0.0
+  assert f(_docx("A", "B"), _docx("B", "A")) == 0.0
+  assert f(_docx("A", "B"), _docx("B", "A"), ignore_order=True) == 1.0
+  assert f(_docx("ABC"), _docx("abc"), ignore_case=True) == 1.0
+  assert f(_docx("A", "B"), _docx("A B"), ignore_blanks=False) == 0.0                # paragraph count differs
+  assert 0.5 < f(_docx("hello world"), _docx("hello word"), content_only=True) < 1.0  # fuzzy ratio
+  assert f(_odt("One", "Two"), _odt("One", "Two")) == 1.0
+  assert f(_odt("One", "Two"), _odt("One", "Three")) == 0.0
+  assert f(None, _docx("A")) == 0.0 and f(b"not a zip", _docx("A")) == 0.0
+
+
+# ---- Impress -------------------------------------------------------------------------------------
+def _pptx(title="Plan", size=24, bold=False, left=None, notes=""):
+  from pptx import Presentation
+  from pptx.util import Emu, Pt
+  prs = Presentation()
+  s = prs.slides.add_slide(prs.slide_layouts[1])
+  s.shapes.title.text = title
+  run = s.placeholders[1].text_frame.paragraphs[0].add_run()
+  run.text, run.font.size, run.font.bold = "point one", Pt(size), bold
+  if left is not None:
+    s.shapes.title.left = Emu(left)
+  if notes:
+    s.notes_slide.notes_text_frame.text = notes
+  buf = io.BytesIO()
+  prs.save(buf)
+  return buf.getvalue()
+
+
+def test_compare_pptx_files():
+  f = document_metrics.compare_pptx_files
+  assert f(_pptx(), _pptx()) == 1.0
+  assert f(_pptx(title="Plan B"), _pptx()) == 0.0
+  assert f(_pptx(size=30), _pptx()) == 0.0
+  assert f(_pptx(size=30), _pptx(), examine_font_size=False) == 1.0
+  assert f(_pptx(bold=True), _pptx()) == 0.0
+  assert f(_pptx(left=12345), _pptx()) == 0.0
+  assert f(_pptx(left=12345), _pptx(), examine_shape=False) == 1.0
+  assert f(_pptx(notes="say hi"), _pptx()) == 0.0
+  assert f(None, _pptx()) == 0.0 and f(b"junk", _pptx()) == 0.0
+
+
+# ---- PDFs and images -----------------------------------------------------------------------------
+def _pdf(text):
+  from fpdf import FPDF
+  p = FPDF()
+  p.add_page()
+  p.set_font("helvetica", size=12)
+  p.cell(text=text)
+  return bytes(p.output())
+
+
+def test_compare_pdfs():
+  f = document_metrics.compare_pdfs
+  assert f(_pdf("Invoice 2312 total 42"), _pdf("Invoice 2312 total 42")) == 1.0
+  assert f(_pdf("Invoice 2312 total 42"), _pdf("Completely different words")) < 0.6
+  assert f([_pdf("a b c"), _pdf("x")], [_pdf("a b c"), _pdf("x")]) == 1.0      # multi: mean over pairs
+  assert f([_pdf("a b c"), None], [_pdf("a b c"), _pdf("x")]) == 0.5
+  assert f(b"not a pdf", _pdf("x")) == 0.0
+
+
+def _naive_ssim(a, b, data_range=255.0):
+  """SSIM written directly from its definition, window by window (independent of ssim())."""
+  a, b = a.astype(float), b.astype(float)
+  c1, c2 = (0.01 * data_range) ** 2, (0.03 * data_range) ** 2
+  vals = []
+  for i in range(a.shape[0] - 6):
+    for j in range(a.shape[1] - 6):
+      x, y = a[i:i + 7, j:j + 7].ravel(), b[i:i + 7, j:j + 7].ravel()
+      mx, my = x.mean(), y.mean()
+      vx, vy = x.var(ddof=1), y.var(ddof=1)
+      cxy = ((x - mx) * (y - my)).sum() / (x.size - 1)
+      vals.append(((2 * mx * my + c1) * (2 * cxy + c2)) / ((mx ** 2 + my ** 2 + c1) * (vx + vy + c2)))
+  return float(np.mean(vals))
+
+
+def _png(arr):
+  from PIL import Image
+  buf = io.BytesIO()
+  Image.fromarray(arr.astype(np.uint8)).save(buf, "PNG")
+  return buf.getvalue()
+
+
+def test_compare_images_ssim():
+  rng = np.random.default_rng(0)
+  a = rng.integers(0, 256, (20, 24)).astype(np.float64)
+  b = np.clip(a + rng.normal(0, 40, a.shape), 0, 255)
+  assert document_metrics.ssim(a, b) == pytest.approx(_naive_ssim(a, b), abs=1e-9)
+  img = (np.add.outer(np.arange(40), np.arange(50)) * 2) % 256
+  assert document_metrics.compare_images(_png(img), _png(img)) == pytest.approx(1.0)
+  assert document_metrics.compare_images(_png(img), _png(255 - img)) < 0.5
+  assert document_metrics.compare_images(None, _png(img)) == 0.0
+
+
+# ---- rules, JSON, URLs, config files -------------------------------------------------------------
+def test_rule_metrics():
+  j = rule_metrics.check_direct_json_object
+  assert j("{'a': 1, 'b': 'x'}", {"expected": {"a": 1}}) == 1.0
+  assert j({"a": 2}, {"expected": {"a": 1}}) == 0.0
+  assert j({"from": "New York, NY", "tags": ["x", "y"]},
+           {"expected": {"from": "New York", "tags": ["z", "y"]}, "expect_in_result": True}) == 1.0
+  assert j({"from": "Boston"}, {"expected": {"from": "New York"}, "expect_in_result": True}) == 0.0
+  assert j("not json", {"expected": {}}) == 0.0
+  u = rule_metrics.is_expected_url_pattern_match
+  assert u({"url": "https://www.example.com/search?q=cats"}, {"expected": [r"q=cats", r"example\.com"]}) == 1.0
+  assert u("https://www.example.com/search?q=dogs", {"expected": [r"q=cats"]}) == 0.0
+  t = rule_metrics.is_expected_active_tab
+  assert t({"url": "https://WWW.Example.com/"}, {"type": "url", "url": "https://example.com"}) == 1.0
+  assert t("https://example.com/a", {"type": "url", "url": "https://example.com/b"}) == 0.0
+  e = rule_metrics.is_extension_installed
+  assert e("ms-python.python\nfoo.bar\n", {"type": "contain", "expected": "ms-python.python"}) == 1.0
+  assert e("foo.bar\n", {"type": "contain", "expected": "ms-python.python"}) == 0.0
+  assert e("foo.bar\n", {"type": "not_contain", "expected": "ms-python.python"}) == 1.0
+  c = rule_metrics.check_config_status
+  gimprc = b"# GIMP gimprc\n(undo-levels 5)\n(theme \"Dark\")\n(default-image (width 640) (height 400))\n"
+  assert c(gimprc, {"key": "undo-levels", "value": "5"}) == 1.0
+  assert c(gimprc, {"key": "undo-levels", "value": "100"}) == 0.0
+  assert c(b"(default-view (show-menubar no))\n", {"key": ["default-view", "(show-menubar"], "value": "no"}) == 1.0
+  assert c(None, {"key": "undo-levels", "value": "5"}) == 0.0
+
+
+def _book(rows, title="Sheet1"):
+  import openpyxl
+  wb = openpyxl.Workbook()
+  wb.active.title = title
+  for r in rows:
+    wb.active.append(r)
+  buf = io.BytesIO()
+  wb.save(buf)
+  return buf.getvalue()
+
+
+def test_compare_table_rules():
+  f = table_metrics.compare_table
+  rules = [{"type": "sheet_data", "sheet_idx0": 0, "sheet_idx1": "EI0"}]
+  assert f(_book([["x", 1.000001]]), _book([["x", 1.0]]), rules=rules) == 1.0          # 4-decimal precision
+  assert f(_book([["x", 1.1]]), _book([["x", 1.0]]), rules=rules) == 0.0
+  assert f(_book([["x"]], "Data"), _book([["x"]]), rules=[{"type": "sheet_name"}]) == 0.0
+  assert f(_book([["x"]]), _book([["x"]]), rules=[{"type": "sheet_data", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1"}]) == 1.0
+  assert f(_book([["x"]]), _book([["x"]]), rules=[{"type": "sheet_data", "sheet_idx0": "RNNope", "sheet_idx1": "EI0"}]) == 0.0
+  with pytest.raises(ValueError, match="pivot_table"):
+    f(_book([["x"]]), _book([["x"]]), rules=[{"type": "pivot_table"}])
+
+
+def test_relative_time_follows_osworld_day_rules():
+  wed = dt.datetime(2026, 12, 2)   # a Wednesday
+  r = relative_time.rules({"rules": {"relativeTime": {"from": "next Monday", "to": "next Friday"},
+                                     "expected": {"from": "{DoW}, {Month} {DayD}", "to": "{Year}-{Month0D}-{Day0D}"}}}, wed)
+  assert r["expected"] == {"from": "Mon, Dec 7", "to": "2026-12-11"}
+  r = relative_time.rules({"rules": {"relativeTime": {"from": "10th next month"},
+                                     "expected": {"time": "{MonthFull} {DayD} {Year}"}}}, wed)
+  assert r["expected"]["time"] == "January 10 2027"
+  assert relative_time.resolve("tomorrow", wed).day == 3
+  assert relative_time.resolve("this Saturday", wed).day == 5
+  with pytest.raises(ValueError, match="relative day"):
+    relative_time.resolve("someday", wed)
+
+
+# ---- pyautogui steps -----------------------------------------------------------------------------
+def test_pyautogui_plain_sequences_become_actions():
+  code = ("import pyautogui; import time; pyautogui.click(960, 540); time.sleep(0.5); "
+          "pyautogui.hotkey([\"shift\", \"ctrl\", \"e\"]); pyautogui.write('report.pdf'); pyautogui.press('enter')")
+  assert pyautogui_steps.parse(code) == [
+      {"action": "left_click", "coordinate": [500, 500]}, {"action": "wait", "time": 0.5},
+      {"action": "key", "keys": ["shift", "ctrl", "e"]}, {"action": "type", "text": "report.pdf"},
+      {"action": "key", "keys": ["enter"]}]
+  assert pyautogui_steps.code_of({"command": ["python3", "-c", "import pyautogui"]}) == "import pyautogui"
+  for bad in ("import os; os.remove('x')", "x = pyautogui.locateOnScreen('a.png')", "pyautogui.click()",
+              "for i in range(3): pyautogui.press('tab')", "pyautogui.hotkey('ctrl', 'nosuchkey')"):
+    with pytest.raises(ValueError):
+      pyautogui_steps.parse(bad)
+
+
+def test_pyautogui_steps_run_through_the_desktop_action_path():
+  calls = []
+  desk = types.SimpleNamespace(execute=lambda c: calls.append(c))
+  pyautogui_steps.run(desk, [{"action": "key", "keys": ["ctrl", "s"]}, {"action": "wait", "time": 0.01},
+                             {"action": "type", "text": "a"}])
+  assert calls == [{"action": "key", "keys": ["ctrl", "s"]}, {"action": "type", "text": "a"}]
+
+
+# ---- the local file cache ------------------------------------------------------------------------
+def _task(tid, url="https://host/x.xlsx?id=1", gold="https://host/gold?id=2"):
+  return {"id": tid, "snapshot": "libreoffice_calc", "instruction": "fill the blanks", "related_apps": ["libreoffice_calc"],
+          "config": [{"type": "download", "parameters": {"files": [{"url": url, "path": "/home/user/x.xlsx"}]}},
+                     {"type": "open", "parameters": {"path": "/home/user/x.xlsx"}}],
+          "evaluator": {"func": "compare_table", "result": {"type": "vm_file", "path": "/home/user/x.xlsx", "dest": "x.xlsx"},
+                        "expected": {"type": "cloud_file", "path": gold, "dest": "x_gold.xlsx"},
+                        "postconfig": [{"type": "execute", "parameters": {"command": [
+                            "python", "-c", "import pyautogui; pyautogui.hotkey(\"ctrl\", \"s\")"]}}]}}
+
+
+def test_cache_lists_needs_and_placeholders_make_the_task_importable(tmp_path):
+  src = tmp_path / "examples" / "libreoffice_calc"
+  src.mkdir(parents=True)
+  (src / "t1.json").write_text(json.dumps(_task("t1")))
+  (src / "t2.json").write_text(json.dumps(_task("t2", gold="https://host/gold?id=3")))
+  (tmp_path / "examples" / "Windows").mkdir()
+  (tmp_path / "examples" / "Windows" / "w.json").write_text(json.dumps(_task("w")))
+  tasks, bad = importer.load_tasks(str(tmp_path / "examples"))
+  assert [t["id"] for _, t in tasks] == ["t1", "t2"] and not bad     # the Windows folder is skipped
+  rows = cache.needed(tasks)
+  assert sorted((r["url"], r["tasks"]) for r in rows) == [
+      ("https://host/gold?id=2", ["t1"]), ("https://host/gold?id=3", ["t2"]), ("https://host/x.xlsx?id=1", ["t1", "t2"])]
+  empty = importer.import_dir(str(tmp_path / "examples"), str(tmp_path / "out0"))
+  assert not empty["imported"] and all(any("local file cache" in r for r in x["reasons"]) for x in empty["refused"])
+  assert cache.make_placeholders(rows, str(tmp_path / "ph")) == 3
+  assert cache.make_placeholders(rows, str(tmp_path / "ph")) == 0    # present files are kept
+  full = importer.import_dir(str(tmp_path / "examples"), str(tmp_path / "out1"), str(tmp_path / "ph"))
+  assert [r["id"] for r in full["imported"]] == ["t1", "t2"] and full["by_domain"] == {
+      "libreoffice_calc": {"imported": 2, "refused": 0}}
+  pkg = json.loads((tmp_path / "out1" / "osworld_t1" / "task.json").read_text())
+  gold = pkg["checker"]["metrics"][0]["expected"]
+  assert gold["src"] == f"files/expected/{cache.cache_name('https://host/gold?id=2', 'x_gold.xlsx')}"
+  assert (tmp_path / "out1" / "osworld_t1" / gold["src"]).read_bytes() == cache.PLACEHOLDER
+  assert pkg["checker"]["postconfig"] == [{"type": "gui_actions", "actions": [{"action": "key", "keys": ["ctrl", "s"]}]}]
+  assert "osworld_domain:libreoffice_calc" in pkg["skills"]
+
+
+def test_cli_lists_needs_and_imports_from_the_cache(tmp_path):
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  src = tmp_path / "examples" / "libreoffice_calc"
+  src.mkdir(parents=True)
+  (src / "t1.json").write_text(json.dumps(_task("t1")))
+  env = {**os.environ, "PYTHONPATH": root}
+  run = lambda *a: subprocess.run([sys.executable, "-m", "launch.import_tasks", "--format=osworld",
+                                   f"--src={tmp_path / 'examples'}", *a], cwd=root, env=env, capture_output=True, text=True)
+  p = run(f"--list_needed={tmp_path / 'needs.tsv'}", f"--make_placeholders={tmp_path / 'ph'}")
+  assert p.returncode == 0, p.stderr
+  lines = (tmp_path / "needs.tsv").read_text().splitlines()
+  assert len(lines) == 2 and all(len(l.split("\t")) == 3 for l in lines)
+  p = run(f"--out={tmp_path / 'out'}", f"--osworld_cache={tmp_path / 'ph'}")
+  assert p.returncode == 0, p.stderr
+  assert "1 imported, 0 refused" in p.stdout
+
+
+def test_refusals_name_unsupported_options_and_vs_code():
+  t = _task("t")
+  t["evaluator"]["options"] = {"rules": [{"type": "chart", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}
+  res = importer.convert(t, "libreoffice_calc/t.json")
+  assert any("compare_table rule 'chart'" in r for r in res.reasons)
+  t = _task("t")
+  t["evaluator"].update(func="compare_pptx_files", options={"examine_title_bottom_position": True})
+  assert any("examine_title_bottom_position" in r for r in importer.convert(t, "x/t.json").reasons)
+  t = _task("v")
+  t["related_apps"] = ["vscode"]
+  assert any("VS Code is not packaged by Debian" in r for r in importer.convert(t, "vs_code/v.json").reasons)
+
+
+# ---- scoring: infeasible tasks, OSWorld's combination, getters -----------------------------------
+class _Ctx:
+  def __init__(self, files=None, status=None, root=None):
+    self.files, self.terminate_status, self.terminal_outputs = files or {}, status, []
+    self.sandbox = object()
+    self.task = types.SimpleNamespace(root=root)
+
+  def read_file(self, path):
+    return self.files.get(path)
+
+  def list_dir(self, path):
+    return None
+
+
+def test_infeasible_scores_one_only_when_the_agent_gives_up():
+  spec = {"type": "osworld", "infeasible": True, "metrics": []}
+  task_types.validate(spec, "checker")
+  assert task_types.score(_Ctx(status="failure"), spec) == 1.0
+  assert task_types.score(_Ctx(status="success"), spec) == 0.0
+  assert task_types.score(_Ctx(status=None), spec) == 0.0
+  feasible = {"type": "osworld", "metrics": [{"func": "exact_match", "result": {"type": "rule", "rules": "x"},
+                                              "expected": {"type": "rule", "rules": {"expected": "x"}}}]}
+  assert task_types.score(_Ctx(), feasible) == 1.0
+  assert task_types.score(_Ctx(status="failure"), feasible) == 0.0   # FAIL on a feasible task scores 0
+
+
+def test_combination_and_file_getters(tmp_path):
+  assert task_types.combine([0.5], "and") == 0.5
+  assert task_types.combine([1.0, 0.5], "and") == 0.75 and task_types.combine([1.0, 0.0], "and") == 0.0
+  assert task_types.combine([0.2, 0.5], "or") == 0.5 and task_types.combine([0.2, 1.0], "or") == 1.0
+  (tmp_path / "files" / "expected").mkdir(parents=True)
+  (tmp_path / "files" / "expected" / "gold.docx").write_bytes(_docx("Hello"))
+  ctx = _Ctx({"/home/user/a.docx": _docx("Hello"), "/home/user/.config/vlc/vlcrc": b"[qt]\nqt-minimal-view=1\n"},
+             root=str(tmp_path))
+  spec = {"type": "osworld", "metrics": [{"func": "compare_docx_files",
+                                          "result": {"type": "vm_file", "path": "/home/user/a.docx"},
+                                          "expected": {"type": "cloud_file", "src": "files/expected/gold.docx"}}]}
+  assert task_types.score(ctx, spec) == 1.0
+  ctx.files["/home/user/a.docx"] = _docx("Goodbye")
+  assert task_types.score(ctx, spec) == 0.0
+  assert task_types.get(ctx, {"type": "vlc_config", "dest": "vlcrc"}) == b"[qt]\nqt-minimal-view=1\n"
+  assert task_types.get(ctx, {"type": "cache_file", "path": "w.out"}, {"w.out": b"x"}) == b"x"
+
+
+def test_leaderboard_table_means_runs_per_domain():
+  R = lambda tid, run, score, dom: types.SimpleNamespace(episode_id=f"{tid}-r{run}", score=score,
+                                                         skills=["osworld:x", f"osworld_domain:{dom}"])
+  rows = [R("a", 0, 1.0, "os"), R("b", 0, 0.0, "os"), R("c", 0, 0.5, "chrome"),
+          R("a", 1, 1.0, "os"), R("b", 1, 1.0, "os"), R("c", 1, 0.0, "chrome")]
+  t = leaderboard.table(rows)
+  assert t["runs"] == 2
+  assert t["domains"]["os"] == {"tasks": 2, "per_run": [50.0, 100.0], "mean": 75.0}
+  assert t["domains"]["chrome"]["per_run"] == [50.0, 0.0]
+  assert list(t["domains"]) == ["chrome", "os"]                     # OSWorld's column order
+  assert t["overall"]["per_run"] == pytest.approx([50.0, 200 / 3]) and t["overall"]["tasks"] == 3
+  text = leaderboard.format_table(t)
+  assert "overall" in text and "75.00" in text
+
+
+# ---- DevTools client against a real Chromium on loopback -----------------------------------------
+CHROMIUM = "/usr/lib/chromium/chromium"
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="chromium not installed (make system-deps)")
+def test_devtools_client_reads_tabs_and_the_dom_of_a_real_chromium(tmp_path):
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+  page = tmp_path / "flight.html"
+  page.write_text("<title>Flights</title><p class='city'>Boston</p><p class='city'>Denver</p>"
+                  "<div><span>Depart: Mon, Dec 7</span></div><input id='q' value=' cats '>"
+                  f"<p id='big'>{'x' * 70000}</p>")
+  url = f"file://{page}?from=BOS&to=DEN"
+  proc = subprocess.Popen([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", f"--remote-debugging-port={port}",
+                           f"--user-data-dir={tmp_path / 'profile'}", url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  try:
+    run = lambda argv: subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
+    browser_getters.DEVTOOLS_PORT, old = port, browser_getters.DEVTOOLS_PORT
+    try:
+      deadline = time.monotonic() + 30
+      while browser_getters.get(run, {"type": "open_tabs_info"}) in (None, []) and time.monotonic() < deadline:
+        time.sleep(0.3)
+      info = browser_getters.get(run, {"type": "active_tab_info"})
+      assert info["title"] == "Flights" and info["url"] == url and "Denver" in info["content"]
+      assert len(info["content"]) > 70000   # a message longer than 64 KiB: 8-byte WebSocket length
+      assert browser_getters.get(run, {"type": "active_url_from_accessTree", "goto_prefix": "x:"}) == f"x:{page}?from=BOS&to=DEN"
+      assert browser_getters.get(run, {"type": "active_tab_url_parse", "parse_keys": ["from", "to"],
+                                       "replace": {"to": "dest"}}) == {"from": "BOS", "dest": "DEN"}
+      assert browser_getters.get(run, {"type": "active_tab_html_parse", "category": "class", "class_singleObject": {},
+                                       "class_multiObject": {"city": {"0": "start", "1": "end"}}}) == {"start": "Boston", "end": "Denver"}
+      assert browser_getters.get(run, {"type": "active_tab_html_parse", "category": "xpath",
+                                       "xpathObject": {"/html/body/div/span": "depart"}}) == {"depart": "Depart: Mon, Dec 7"}
+      assert browser_getters.get(run, {"type": "active_tab_html_parse", "category": "input",
+                                       "inputObject": {"//input[@id='q']": "q"}}) == {"q": "cats"}
+      assert browser_getters.get(run, {"type": "active_tab_html_parse", "category": "label",
+                                       "labelObject": {"Depart:": "d"}}) == {"d": "Depart: Mon, Dec 7"}
+    finally:
+      browser_getters.DEVTOOLS_PORT = old
+  finally:
+    proc.kill()
+    proc.wait()
+  # no browser listening: the getter reads nothing (the metric then scores 0), no crash
+  assert browser_getters.get(run, {"type": "active_tab_info"}) is None
