@@ -139,11 +139,18 @@ def test_messages_import_round_trips_and_renders(tmp_path):
   two["messages"][2]["tool_calls"] *= 2
   src = tmp_path / "chat.jsonl"
   src.write_text("\n".join(json.dumps(r) for r in (_messages_record(), sharegpt, bad, two)) + "\n")
-  items = list(importers.read_messages_file(str(src), source="chat", stage=3))
+  items = list(importers.read_messages_file(str(src), source="chat", stage=3, parallel_calls="skip"))
   ep, ep2 = items[0], items[1]
   assert isinstance(ep, tr.Episode) and isinstance(ep2, tr.Episode)
-  assert [(s.line, s.kind) for s in items[2:]] == [(3, tr.INVALID_FIELD), (4, tr.INVALID_FIELD)]
-  assert "placeholders" in items[2].reason and "exactly one tool call" in items[3].reason
+  assert [(s.line, s.kind) for s in items[2:]] == [(3, tr.INVALID_FIELD), (4, "parallel_calls")]
+  assert "placeholders" in items[2].reason and "2 tool calls in one turn" in items[3].reason
+  # By default the two calls become two steps; the one result after them stays the observation
+  # of the next turn, and the second call (no result of its own) sees an empty observation.
+  split = importers.episode_from_messages(two, str(tmp_path))
+  assert [s.tool_call.arguments for s in split.steps[:2]] == [{"command": "mv report.txt final.txt"}] * 2
+  assert split.steps[1].observation.is_empty() and split.steps[2].observation.text == "(no output)"
+  assert split.meta["import"] == {"split_turns": 1}
+  assert split.meta["filled"] == [{"step": 2, "action": "template", "think": "template"}]
   assert ep.id == "chat-1" and ep.instruction == "Rename report.txt to final.txt."
   assert ep.source == "chat" and ep.stage == 3 and ep.meta == {"system": "You are helpful."}
   s1, s2 = ep.steps

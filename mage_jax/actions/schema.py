@@ -33,6 +33,7 @@ ACTION_ARGS: dict[str, dict[str, str]] = {
 }
 ACTIONS = tuple(ACTION_ARGS)
 TERMINATE_STATUSES = ("success", "failure")
+SCROLL_PIXELS_PER_CLICK = 50  # one mouse-wheel click, on every desktop and importer
 MAX_SCROLL_PIXELS = 100_000  # 2,000 wheel clicks; the desktops cap a scroll at 50 clicks anyway
 
 _BRIEF = reprlib.Repr()  # error messages quote the model's arguments, bounded in depth and length

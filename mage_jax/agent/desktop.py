@@ -44,7 +44,7 @@ def _get_socket(dname, protocol, host, dno):
 
 unix_connect.get_socket = _get_socket
 
-SCROLL_PIXELS_PER_CLICK = 50  # one wheel click (button 4/5) per 50 "pixels" of the scroll action
+SCROLL_PIXELS_PER_CLICK = tools.SCROLL_PIXELS_PER_CLICK
 
 
 def keysym_for(canonical: str) -> int:

@@ -33,7 +33,7 @@ from mage_jax.agent.tasks import checkers, preparers
 from mage_jax.agent.tasks.package import TaskPackage
 
 _CWD_MARK = "__MAGE_CWD="
-SCROLL_PIXELS_PER_CLICK = 50
+SCROLL_PIXELS_PER_CLICK = tools.SCROLL_PIXELS_PER_CLICK
 
 
 def pyautogui_command(arguments: dict[str, Any], width: int, height: int) -> str | None:

@@ -339,7 +339,7 @@ def _unencodable(text: str) -> int | None:
   return None
 
 
-def _json_problem(value: Any) -> tuple[str, str] | None:
+def json_problem(value: Any) -> tuple[str, str] | None:
   """(kind, reason naming the field) for what parsed JSON may hold but an episode must not:
   nesting deeper than MAX_JSON_DEPTH, NaN/Infinity, strings that are not valid Unicode."""
   stack = [(value, ())]
@@ -385,7 +385,7 @@ def _parse_line(line: str) -> tuple[Any, tuple[str, str] | None]:
     return None, (TOO_DEEP, "JSON nested too deeply to parse")
   except ValueError as e:  # e.g. an integer literal past sys.get_int_max_str_digits()
     return None, (MALFORMED_JSON, str(e).split(";")[0])
-  return d, _json_problem(d)
+  return d, None
 
 
 def convert_jsonl(path: str, convert: Callable[[Any, int], Episode], image_check: str = "verify",
@@ -395,29 +395,42 @@ def convert_jsonl(path: str, convert: Callable[[Any, int], Episode], image_check
   over-deep JSON, an EpisodeError, or an episode id already in `first_seen` (id ->
   "file:line"; default: a fresh dict, so ids are unique within the file). A UTF-8 byte
   order mark at the start of a line is dropped."""
+
+  def parsed() -> Iterator[tuple[int, Any, tuple[str, str] | None]]:
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+      for lineno, line in enumerate(f, start=1):
+        line = line.removeprefix(_BOM)
+        if line.strip():
+          yield (lineno, *_parse_line(line))
+
+  return convert_parsed(path, parsed(), convert, image_check, first_seen)
+
+
+def convert_parsed(path: str, records: Iterable[tuple[int, Any, tuple[str, str] | None]],
+                   convert: Callable[[Any, int], Episode], image_check: str = "verify",
+                   first_seen: dict[str, str] | None = None) -> Iterator[Episode | SkippedItem]:
+  """`convert_jsonl` over already parsed (number, record, problem or None) triples: the
+  number is the line of a JSONL file or the 1-based index of a JSON array's element."""
   first_seen = {} if first_seen is None else first_seen
-  with open(path, encoding="utf-8", errors="surrogateescape") as f:
-    for lineno, line in enumerate(f, start=1):
-      line = line.removeprefix(_BOM)
-      if not line.strip():
-        continue
-      d, problem = _parse_line(line)
-      ep_id = _printable_id(d)
-      if problem is not None:
-        yield SkippedItem(path, lineno, *problem, ep_id)
-        continue
-      try:
-        ep = convert(d, lineno)
-        check_images(ep, image_check)
-      except EpisodeError as e:
-        yield SkippedItem(path, lineno, e.kind, e.reason, ep_id)
-        continue
-      if ep.id in first_seen:
-        yield SkippedItem(path, lineno, DUPLICATE_ID,
-                          f"id: {ep.id!r} is already used by {first_seen[ep.id]}", ep.id)
-        continue
-      first_seen[ep.id] = f"{path}:{lineno}"
-      yield ep
+  for lineno, d, problem in records:
+    if problem is None:
+      problem = json_problem(d)
+    ep_id = _printable_id(d)
+    if problem is not None:
+      yield SkippedItem(path, lineno, *problem, ep_id)
+      continue
+    try:
+      ep = convert(d, lineno)
+      check_images(ep, image_check)
+    except EpisodeError as e:
+      yield SkippedItem(path, lineno, e.kind, e.reason, ep_id)
+      continue
+    if ep.id in first_seen:
+      yield SkippedItem(path, lineno, DUPLICATE_ID,
+                        f"id: {ep.id!r} is already used by {first_seen[ep.id]}", ep.id)
+      continue
+    first_seen[ep.id] = f"{path}:{lineno}"
+    yield ep
 
 
 def read_episodes(path: str, image_check: str = "verify",

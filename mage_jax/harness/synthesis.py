@@ -16,6 +16,9 @@ identical (its spaces are what gets typed). A kept step takes the synthesized th
 Action with the *executed* call. The optional judge node (forge/llm.py) rejects a step whose
 think contradicts its action.
 
+Imported episodes (data/importers) have their template-filled think / Action parts rewritten by
+`refill` instead: only the filled parts change, and a rejected step keeps the template text.
+
 An episode with a rejected step is dropped (`on_reject="drop_episode"`) or keeps the
 teacher's original turn for that step (`"keep_original"`). Calls, tokens and dollars go into a
 forge `Ledger`; rejections are counted by reason.
@@ -34,6 +37,7 @@ from mage_jax.actions import schema as tools
 from mage_jax.agent.policies import prompt_to_messages
 from mage_jax.data import render as render_lib
 from mage_jax.data import trajectory as tr
+from mage_jax.data.importers import fill
 from mage_jax.forge import llm
 
 SKILL, NODE = "reasoning_synthesis", "step_reasoning"
@@ -204,6 +208,35 @@ class Synthesizer:
       return None
     return dataclasses.replace(ep, steps=steps, meta={**ep.meta, "synthesis": {
         "steps_synthesized": kept, "steps_original": len(steps) - kept}})
+
+  def refill(self, ep: tr.Episode) -> tr.Episode:
+    """Rewrites the template-filled parts of an imported episode (meta["filled"]) with the LLM:
+    a kept step takes the reply's think and/or Action only where the template wrote them (the
+    source's own text stays) and its mark becomes "llm"; a rejected step keeps the template's
+    text and mark. The episode is never dropped. Steps are counted in `report` as in `episode`."""
+    marks = ep.meta.get(fill.FILLED_KEY) or []
+    steps, new_marks, reasons = list(ep.steps), [], []
+    for mark in marks:
+      t = mark["step"]
+      new, reason = self.step(dataclasses.replace(ep, steps=steps), t)
+      if new is None:
+        reasons.append(reason)
+        new_marks.append(mark)
+        continue
+      old = steps[t - 1]
+      steps[t - 1] = tr.Step(old.observation, new.think if "think" in mark else old.think,
+                             new.action if "action" in mark else old.action, old.tool_call)
+      new_marks.append({**mark, **{part: fill.LLM for part in ("think", "action") if part in mark}})
+    with self._lock:
+      r = self.report
+      r.episodes += 1
+      r.episodes_kept += 1
+      r.steps += len(marks)
+      r.steps_kept += len(marks) - len(reasons)
+      r.rejected.update(reasons)
+    if not marks:
+      return ep
+    return dataclasses.replace(ep, steps=steps, meta={**ep.meta, fill.FILLED_KEY: new_marks})
 
   def run(self, episodes) -> list[tr.Episode]:
     with ThreadPoolExecutor(max(1, self.cfg.workers)) as ex:

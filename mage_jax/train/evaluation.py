@@ -7,7 +7,9 @@
   stage-1 measure): render the prompt of the episode's single step, greedy
   generate, parse the tool call (mage_jax.actions.parsing) and count a hit when
   the predicted [x, y] (0..999 units) falls inside `meta.target_box`
-  ([x0, y0, x1, y1] in the same units, inclusive).
+  ([x0, y0, x1, y1] in the same units, inclusive; synthetic data), or, for
+  imported benchmarks (ScreenSpot-v2, OSWorld-G: `meta.grounding`), by the
+  importers' pixel-space test (`click_hit`). Per-split tables: launch.eval_grounding.
 """
 from __future__ import annotations
 
@@ -116,13 +118,19 @@ def point_in_box(point: Any, box: Any) -> bool:
   return box[0] <= x <= box[2] and box[1] <= y <= box[3]
 
 
-def predicted_click(text: str) -> list[int] | None:
-  """[x, y] of a click in the model's reply, via the agent parser."""
+def click_hit(ep: Any, text: str) -> tuple[bool, bool]:
+  """(parsed, hit) of a reply to a grounding episode: synthetic ones (meta.target_box, 0..999
+  units) test the predicted [x, y] in the box; imported ones (meta.grounding: ScreenSpot-v2,
+  OSWorld-G, generic) use the importers' pixel-space test (box, polygon or refusal)."""
   from mage_jax.actions import parsing
+  from mage_jax.data.importers import grounding
   r = parsing.parse_response(text)
-  if r.ok and r.arguments and "coordinate" in r.arguments:
-    return list(r.arguments["coordinate"])
-  return None
+  if not r.ok:
+    return False, False
+  if "target_box" in ep.meta:
+    point = (r.arguments or {}).get("coordinate")
+    return point is not None, point is not None and point_in_box(point, ep.meta["target_box"])
+  return True, grounding.hits(ep.meta["grounding"], r.name, r.arguments)
 
 
 def click_accuracy(t: Any, params: Any, config: ml_collections.ConfigDict,
@@ -134,8 +142,8 @@ def click_accuracy(t: Any, params: Any, config: ml_collections.ConfigDict,
   rcfg = render.RenderConfig.from_config(t.data.render.to_dict())
   renderer = render.Renderer(rcfg)
   tok = load_tokenizer(rcfg.tokenizer_path)
-  episodes = [e for e in trajectory.read_all([jsonl]) if "target_box" in e.meta][
-      :config.eval.click_samples]
+  episodes = [e for e in trajectory.read_all([jsonl])
+              if "target_box" in e.meta or isinstance(e.meta.get("grounding"), dict)][:config.eval.click_samples]
   prompts = []
   for ep in episodes:
     s = renderer.render_step(ep, 1)
@@ -143,14 +151,14 @@ def click_accuracy(t: Any, params: Any, config: ml_collections.ConfigDict,
       continue
     first = int(np.argmax(s.loss_mask))
     rows = [images.patchify(im) for im in s.images]
-    prompts.append((s.tokens[:first], rows, ep.meta["target_box"]))
+    prompts.append((s.tokens[:first], rows, ep))
   if not prompts:
     return {}
   model = merge_model(t.graphdef, params, t.rest)
   max_len = max(len(p[0]) for p in prompts)
   budget = t.data.patch_budget
   hits = parsed = 0
-  for tokens, rows, box in prompts:
+  for tokens, rows, ep in prompts:
     prompt = np.full((1, max_len), 151643, np.int32)
     prompt[0, :len(tokens)] = tokens
     patches = np.zeros((1, budget, 768), np.uint8)
@@ -168,9 +176,9 @@ def click_accuracy(t: Any, params: Any, config: ml_collections.ConfigDict,
                             prompt_lengths=np.array([len(tokens)], np.int32), greedy=True, **vision)
     n = int(out.lengths[0])
     text = tok.decode(np.asarray(out.tokens[0, :n]).tolist())
-    point = predicted_click(text)
-    parsed += point is not None
-    hits += point is not None and point_in_box(point, box)
+    ok, hit = click_hit(ep, text)
+    parsed += ok
+    hits += hit
   return {"click_accuracy": hits / len(prompts), "click_parsed": parsed / len(prompts),
           "click_samples": float(len(prompts))}
 
