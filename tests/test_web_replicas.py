@@ -48,7 +48,8 @@ def test_replica_is_http_only_and_reset_per_episode():
     assert "No such file or directory" in probe and "rc=1" in probe
     assert rep.proc.poll() is None
     st = os.stat(rep.db)
-    assert (st.st_uid, st.st_mode & 0o777) == ((65533, 0o600) if env.sandbox.mode == "root" else (os.getuid(), 0o600))
+    assert (st.st_uid, st.st_mode & 0o777) == ((env.sandbox.service_uid, 0o600) if env.sandbox.mode == "root"
+                                          else (os.getuid(), 0o600))
     old_db = rep.db
     env.reset(_shop_task())  # a new episode: a fresh copy, the old one gone with its sandbox
     assert not os.path.exists(old_db)

@@ -34,32 +34,19 @@ from mage_jax.agent.sandbox import descendants, kill_tree, sandbox_env
 # action returns, and a click on a button it has not enabled yet is lost.
 SETTLE_QUIET, SETTLE_MAX = 0.5, 4.0
 PROFILE_DIR = "/tmp/.mage_profiles"
-WM_CONFIG = "/tmp/.mage_wm/rc.xml"
-
-# openbox: no decorations and no border anywhere (a Tk app at +0+0 keeps its client area at 0,0,
-# as without a window manager); LibreOffice and GIMP windows maximized (fixed geometry); Alt+Tab
-# cycles windows for multi-application tasks; new windows take the focus.
-OPENBOX_RC = """<?xml version="1.0" encoding="UTF-8"?>
-<openbox_config xmlns="http://openbox.org/3.4/rc">
-  <focus><focusNew>yes</focusNew><followMouse>no</followMouse></focus>
-  <placement><policy>Smart</policy></placement>
-  <theme><keepBorder>no</keepBorder></theme>
-  <desktops><number>1</number></desktops>
-  <margins><top>0</top><bottom>0</bottom><left>0</left><right>0</right></margins>
-  <keyboard>
-    <keybind key="A-Tab"><action name="NextWindow"><interactive>no</interactive><dialog>none</dialog>
-      <finalactions><action name="Focus"/><action name="Raise"/></finalactions></action></keybind>
-  </keyboard>
-  <mouse><context name="Client"><mousebind button="Left" action="Press">
-    <action name="Focus"/><action name="Raise"/></mousebind></context></mouse>
-  <applications>
-    <application class="*"><decor>no</decor></application>
-    <application class="libreoffice*" type="normal"><maximized>yes</maximized></application>
-    <application class="Soffice" type="normal"><maximized>yes</maximized></application>
-    <application class="Gimp*" type="normal"><maximized>yes</maximized></application>
-  </applications>
-</openbox_config>
-"""
+# openbox's config and menu, bound read-only into desktop sandboxes (`etc_binds`). Every file a
+# service reads comes from a harness-owned, read-only place (docs/agent.md, threat model):
+# the workload's /tmp and home are no service's.
+WM_HOST_DIR = os.path.join(os.path.dirname(__file__), "openbox")
+WM_DIR = "/opt/mage_openbox"
+WM_CONFIG = f"{WM_DIR}/rc.xml"
+# the only actions the config may bind: none runs a program, shows a menu (menus can) or restarts
+WM_ACTIONS = frozenset({"NextWindow", "Focus", "Raise"})
+# openbox's HOME and XDG dirs: read-only paths with nothing in them but the harness's files, so
+# it finds no user config, theme, menu or font setting the workload could have written
+WM_ENV = {"DISPLAY": ":0", "PATH": "/usr/bin:/bin", "HOME": WM_DIR, "XDG_CONFIG_HOME": WM_DIR,
+          "XDG_CONFIG_DIRS": WM_DIR, "XDG_DATA_HOME": WM_DIR, "XDG_DATA_DIRS": "/usr/share",
+          "XDG_CACHE_HOME": WM_DIR}
 
 # LibreOffice profile (registrymodifications.xcu): no first-start dialogs, no tip of the day, no
 # "keep current format?" question on saving .xlsx/.docx/.pptx, no document recovery.
@@ -103,7 +90,7 @@ BINARIES = {"calc": "soffice", "writer": "soffice", "impress": "soffice", "gimp"
 
 
 # Host config the apps read at start-up; the sandbox's /etc is synthetic, so these are bound in.
-ETC_DIRS = ("/etc/libreoffice", "/etc/gimp", "/etc/xdg/openbox")
+ETC_DIRS = ("/etc/libreoffice", "/etc/gimp")
 
 
 # The host's font cache, bound read-only, and a fontconfig file that reads it (the sandbox's /var
@@ -114,7 +101,7 @@ FONTCONFIG_FILE = "/opt/mage_fontconfig/fonts.conf"
 
 
 def etc_binds() -> tuple[tuple[str, str], ...]:
-  binds = tuple((d, d) for d in ETC_DIRS if os.path.isdir(d))
+  binds = tuple((d, d) for d in ETC_DIRS if os.path.isdir(d)) + ((WM_HOST_DIR, WM_DIR),)
   if os.path.isdir(FONT_CACHE) and os.path.isfile(os.path.join(FONT_CONF_DIR, "fonts.conf")):
     binds += ((FONT_CACHE, "/opt/mage_fontconfig_cache"), (FONT_CONF_DIR, os.path.dirname(FONTCONFIG_FILE)))
   return binds
@@ -144,7 +131,9 @@ def app_env(sandbox) -> dict[str, str]:
 
 
 def start_window_manager(desktop) -> None:
-  """openbox as a harness service beside Xvfb (out of the workload's reach), once per desktop.
+  """openbox as a harness service beside Xvfb (out of the workload's reach), once per desktop,
+  on the harness's read-only config (no action in it can run a program; a client's reconfigure
+  or restart request re-reads that same file, so it changes nothing).
 
   Returns once openbox has finished starting. It announces itself (_NET_SUPPORTING_WM_CHECK) at
   once but manages windows only after loading its config and fonts; a window whose map request
@@ -154,10 +143,13 @@ def start_window_manager(desktop) -> None:
   them was managed, one mapped 1 s before was not)."""
   if getattr(desktop, "_wm", None) is not None or shutil.which("openbox") is None:
     return
-  desktop.sandbox.write_file(WM_CONFIG, OPENBOX_RC.encode())
-  env = {"DISPLAY": ":0", "HOME": "/tmp/.mage_wm", "XDG_CONFIG_HOME": "/tmp/.mage_wm",
-         "XDG_CACHE_HOME": "/tmp/.mage_wm", "PATH": "/usr/bin:/bin", **font_env(desktop.sandbox)}
-  desktop._wm = desktop.sandbox.spawn_service(["openbox", "--config-file", WM_CONFIG], env=env,
+  with open(os.path.join(WM_HOST_DIR, "rc.xml"), "rb") as f:
+    want = f.read()
+  if desktop.sandbox.read_file(WM_CONFIG) != want:  # read in the sandbox: what openbox will read
+    raise RuntimeError(f"the window manager's config is not bound read-only at {WM_CONFIG} in this "
+                       "sandbox: create it with SandboxConfig(ro_binds=apps.etc_binds())")
+  desktop._wm = desktop.sandbox.spawn_service(["openbox", "--sm-disable", "--config-file", WM_CONFIG],
+                                              env={**WM_ENV, **font_env(desktop.sandbox)},
                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   deadline = time.monotonic() + 10
   atoms = [desktop.display.intern_atom(a) for a in ("_NET_CLIENT_LIST", "_NET_WORKAREA", "_OB_THEME")]

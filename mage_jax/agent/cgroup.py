@@ -16,9 +16,15 @@ on v1 one harness *thread* joins once (`join_thread`: v1 places threads individu
 and forks every sandbox process; children inherit the forking thread's cgroup. On v2
 (no per-thread placement for memory) each process joins itself before it execs the
 workload (`join_argv`).
+
+Memory share: each sandbox's cgroup memory defaults to the host's memory less a reserve for the
+harness and the learner (`HOST_RESERVE_*`), divided among the slots the process declared
+(`declare_slots`, by the slot pools), capped at `MAX_SHARE_MB`; an explicit limit that would let
+the declared slots' sandboxes add up to more than that is refused (`memory_overcommit`).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import secrets
@@ -27,6 +33,9 @@ import threading
 import time
 
 V1_CONTROLLERS = ("memory", "pids")
+HOST_RESERVE_MB, HOST_RESERVE_FRACTION = 2048, 0.10  # kept for the harness and the learner: the larger
+MAX_SHARE_MB = 8192   # a derived share never exceeds this (the old fixed default)
+MIN_SHARE_MB = 512    # a pool whose share would be smaller than this is refused
 # writes its own pid into each cgroup.procs named before `--`, then drops those arguments
 JOIN_SCRIPT = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; '
 
@@ -225,3 +234,73 @@ def create(memory_bytes: int, pids_max: int) -> tuple[SandboxCgroup | None, str]
     except OSError as e:
       reasons.append(f"cgroup v2 {parent}: {e}")
   return None, "; ".join(reasons) or "no cgroup hierarchy mounted"
+
+
+_SLOTS_LOCK = threading.Lock()
+_declared_slots = 0
+
+
+def host_memory_mb() -> int:
+  """The memory this process may use: MemTotal, or its own cgroup's limit where that is lower
+  (a container)."""
+  with open("/proc/meminfo") as f:
+    total = next(int(line.split()[1]) >> 10 for line in f if line.startswith("MemTotal:"))
+  with contextlib.suppress(OSError, ValueError, StopIteration):
+    own, mounts = _own_cgroups(), _mounts()
+    for fstype, root, point, opts in mounts:
+      key, name = ("memory", "memory.limit_in_bytes") if fstype == "cgroup" else ("", "memory.max")
+      if (fstype == "cgroup" and "memory" not in opts) or key not in own:
+        continue
+      d = _under(root, point, own[key])
+      if d is None:
+        continue
+      with open(os.path.join(d, name)) as f:
+        value = f.read().strip()
+      if value.isdigit():
+        total = min(total, int(value) >> 20)
+  return total
+
+
+def sandbox_budget_mb() -> int:
+  """What all of this host's sandboxes together may hold: the host's memory less the reserve."""
+  host = host_memory_mb()
+  return host - max(HOST_RESERVE_MB, int(host * HOST_RESERVE_FRACTION))
+
+
+def declared_slots() -> int:
+  return max(1, _declared_slots)
+
+
+@contextlib.contextmanager
+def declare_slots(n: int):
+  """Held by a slot pool while it runs `n` sandboxes at once in this process: the derived
+  memory share divides the budget among them. Refuses (ValueError, one line) a pool whose
+  share would fall under MIN_SHARE_MB."""
+  global _declared_slots
+  with _SLOTS_LOCK:
+    total = _declared_slots + n
+    budget = sandbox_budget_mb()
+    if budget // total < MIN_SHARE_MB:
+      raise ValueError(f"{total} sandbox slots on this host leave {budget // total} MB each "
+                       f"(host {host_memory_mb()} MB less the reserve); each needs at least {MIN_SHARE_MB} MB: "
+                       "run fewer slots")
+    _declared_slots = total
+  try:
+    yield
+  finally:
+    with _SLOTS_LOCK:
+      _declared_slots -= n
+
+
+def memory_share_mb() -> int:
+  """The default cgroup memory of one sandbox: the budget over the declared slots, capped."""
+  return min(MAX_SHARE_MB, sandbox_budget_mb() // declared_slots())
+
+
+def memory_overcommit(memory_mb: int) -> str:
+  """Why `memory_mb` per sandbox cannot be granted to every declared slot ('' when it can)."""
+  slots, budget = declared_slots(), sandbox_budget_mb()
+  if memory_mb * slots <= budget:
+    return ""
+  return (f"cgroup_memory_mb={memory_mb} x {slots} slots = {memory_mb * slots} MB exceeds the host's "
+          f"{host_memory_mb()} MB less the reserve ({budget} MB): lower it or leave it unset (derived)")

@@ -5,7 +5,8 @@ outside its pid and user namespaces (`Sandbox.spawn_service`), so every sandbox
 has its own display, the apps and the shell share its filesystem, and the
 workload can neither see, signal nor trace the X server. The harness connects
 to the X socket through the sandbox's root fd held since start-up
-(`Sandbox.host_root` + `/tmp/.X11-unix/X0`), injects input
+(`Sandbox.host_root` + `/tmp/.X11-unix/X0`), a directory on its own tmpfs that
+is sealed read-only once the socket exists (`Sandbox.service_dir`), injects input
 with XTEST (python-xlib `fake_input`) and reads the framebuffer with
 `GetImage`.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import socket
+import stat
 import subprocess
 import threading
 import time
@@ -44,6 +46,7 @@ def _get_socket(dname, protocol, host, dno):
 
 unix_connect.get_socket = _get_socket
 
+X_SOCKET_DIR = "/tmp/.X11-unix"  # where X clients look for display :0's socket
 SCROLL_PIXELS_PER_CLICK = tools.SCROLL_PIXELS_PER_CLICK
 
 
@@ -67,15 +70,24 @@ class Desktop:
   def __init__(self, sandbox: Sandbox, width: int = 1280, height: int = 800, settle: float = 0.08):
     self.sandbox, self.width, self.height, self.settle = sandbox, width, height, settle
     self._apps: list[subprocess.Popen] = []
+    # The socket's directory is the harness's: a fresh tmpfs owned by the service, sealed
+    # read-only once Xvfb made its socket, so the workload can't replace the socket the harness
+    # (and every app) connects to.
+    sandbox.service_dir(X_SOCKET_DIR)
     self._xvfb = sandbox.spawn_service(["Xvfb", ":0", "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp",
                                         "-noreset"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    sock = f"{sandbox.host_root}/tmp/.X11-unix/X0"
+    sock = f"{sandbox.host_root}{X_SOCKET_DIR}/X0"
     deadline = time.monotonic() + 20
     while not os.path.exists(sock):
       if self._xvfb.poll() is not None or time.monotonic() > deadline:
         err = self._xvfb.stderr.read().decode(errors="replace") if self._xvfb.poll() is not None else "timeout"
         raise RuntimeError(f"Xvfb did not start in the sandbox: {err[-500:]}")
       time.sleep(0.05)
+    sandbox.seal_service_dir(X_SOCKET_DIR)
+    st = os.lstat(sock)
+    if not stat.S_ISSOCK(st.st_mode) or (sandbox.mode == "root" and st.st_uid != sandbox.service_uid):
+      raise RuntimeError(f"{X_SOCKET_DIR}/X0 is not the X server's socket (mode {stat.filemode(st.st_mode)}, "
+                         f"uid {st.st_uid})")
     with _SOCKETS_LOCK:
       self._dno = 1000 + sandbox.pid  # private number, unique per live sandbox
       _SOCKETS[self._dno] = sock

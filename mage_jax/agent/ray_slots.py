@@ -25,11 +25,13 @@ actors that answered `where()`, so surviving slots carry on while a replacement 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import socket
 import time
 from typing import Any, Callable, Iterable, Iterator
 
+from mage_jax.agent import cgroup
 from mage_jax.agent.env import Env
 from mage_jax.agent.episode import EpisodeConfig, EpisodeResult
 from mage_jax.agent.slots import EnvSlot, Job, SlotPool
@@ -53,7 +55,11 @@ _ACTOR_GONE = (ray_errors.RayActorError, ray_errors.WorkerCrashedError, ray_erro
 class SlotActor:
   """The actor body: one EnvSlot, its environment kept between jobs."""
 
-  def __init__(self, env_factory: Callable[[], Env], cfg: EpisodeConfig):
+  def __init__(self, env_factory: Callable[[], Env], cfg: EpisodeConfig, slots_on_host: int = 1):
+    # the node runs up to `slots_on_host` such actors: each sandbox's default cgroup memory is the
+    # node's budget over them, and a node too small for them is refused (cgroup.declare_slots)
+    self._memory_share = contextlib.ExitStack()
+    self._memory_share.enter_context(cgroup.declare_slots(slots_on_host))
     self.slot = EnvSlot(env_factory, cfg)
 
   def where(self) -> dict[str, Any]:
@@ -65,6 +71,7 @@ class SlotActor:
 
   def close(self) -> None:
     self.slot.close()
+    self._memory_share.close()
 
 
 def connect(address: str = "", local_slots: int = 2) -> None:
@@ -83,7 +90,7 @@ class RaySlotPool(SlotPool):
   def __init__(self, env_factory: Callable[[], Env], cfg: EpisodeConfig, num_slots: int = 2, *,
                address: str = "", slots_per_node: int = 2, start_timeout_s: float = 300.0):
     connect(address, max(slots_per_node, num_slots))
-    self.env_factory, self.cfg = env_factory, cfg
+    self.env_factory, self.cfg, self.slots_per_node = env_factory, cfg, slots_per_node
     self.start_timeout_s = start_timeout_s
     self._remote = ray.remote(num_cpus=0, resources={SLOT_RESOURCE: 1}, max_restarts=0,
                               max_task_retries=0)(SlotActor)
@@ -98,7 +105,7 @@ class RaySlotPool(SlotPool):
       self._spawn(i)
 
   def _spawn(self, i: int) -> None:
-    self.actors[i] = self._remote.remote(self.env_factory, self.cfg)
+    self.actors[i] = self._remote.remote(self.env_factory, self.cfg, self.slots_per_node)
     self.where[i] = None
     self._starting[self.actors[i].where.remote()] = i
 

@@ -56,6 +56,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
@@ -70,7 +71,16 @@ HARNESS_ENV = {"PATH": "/usr/sbin:/usr/bin:/bin"}
 NAMESPACES = ("mnt", "pid", "net", "ipc", "uts", "user")
 NSENTER_FLAG = {"mnt": "--mount", "pid": "--pid", "net": "--net", "ipc": "--ipc", "uts": "--uts",
                 "user": "--user"}
-SERVICE_UID = 65533  # root mode: the X server's uid, one the workload (65534) can't signal
+# Root mode: every sandbox's harness services (X server, window manager, web replicas) run as a
+# uid of their own from this range, held by a lock file for the sandbox's life, so a service one
+# episode subverted can neither signal nor trace another episode's services (nor the workloads,
+# 65534, nor the harness, root). User mode has one uid to give: there the per-service pid
+# namespace (`_service_entry`) is what keeps episodes apart.
+SERVICE_UID_BASE, SERVICE_UID_COUNT = 2_000_000_000, 65536
+SERVICE_UID_LOCKS = "/run/mage_jax-service-uids"
+# The only places the workload can write; a service reads and execs nothing under them except
+# a directory the harness mounted and sealed read-only (`service_dir`), like the X socket's.
+WORKLOAD_WRITABLE = (HOME, "/tmp", "/dev/shm")
 log = logging.getLogger(__name__)
 
 
@@ -84,7 +94,9 @@ class SandboxConfig:
   tmp_mb: int = 128         # tmpfs size of /tmp (the X socket lives here)
   shm_mb: int = 64          # tmpfs size of /dev/shm
   inodes: int = 32768       # nr_inodes of each tmpfs (inodes cost kernel memory, not size)
-  cgroup_memory_mb: int = 8192  # the whole sandbox's memory (cgroup), where a cgroup is writable
+  # the whole sandbox's memory (cgroup), where a cgroup is writable; None: the host's memory less
+  # a reserve, shared among the slots this process declared (cgroup.memory_share_mb)
+  cgroup_memory_mb: int | None = None
   cgroup_pids: int = 1024   # the whole sandbox's processes + threads (cgroup)
   require_cgroup: bool = False  # refuse to start when no cgroup can be created
   memory_mb: int = 4096     # RLIMIT_AS per process
@@ -158,6 +170,22 @@ def kill_tree(pid: int, include_self: bool = True) -> None:
       pass
 
 
+def wait_forked(p: subprocess.Popen, timeout: float = 10.0) -> None:
+  """Returns once `p` (a service's unshare) has forked the service: by then the setpriv before it
+  has armed its parent-death signal. A harness killed earlier would leave it running (the signal
+  is not sent for a parent that died before it was armed)."""
+  children = f"/proc/{p.pid}/task/{p.pid}/children"
+  deadline = time.monotonic() + timeout
+  while p.poll() is None and time.monotonic() < deadline:
+    try:
+      with open(children) as f:
+        if f.read().strip():
+          return
+    except FileNotFoundError:  # a kernel without CONFIG_PROC_CHILDREN: nothing to wait on
+      return
+    time.sleep(0.002)
+
+
 def check_available() -> str:
   """Returns the mode ('root' or 'user') or raises SandboxUnavailable with the reason."""
   missing = [b for b in REQUIRED_BINARIES if shutil.which(b) is None]
@@ -206,6 +234,27 @@ def _outer_user_namespace(pid: int) -> int | None:
   return parent
 
 
+def allocate_service_uid() -> tuple[int, int]:
+  """(uid, fd holding its lock): the lowest uid of the service range no live sandbox on this host
+  holds (an flock, released when the sandbox closes or its harness process dies). Root mode only."""
+  parent = os.path.dirname(SERVICE_UID_LOCKS)
+  locks = SERVICE_UID_LOCKS if os.path.isdir(parent) else "/tmp/mage_jax-service-uids"
+  os.makedirs(locks, mode=0o700, exist_ok=True)
+  st = os.lstat(locks)
+  if not os.path.isdir(locks) or os.path.islink(locks) or st.st_uid != 0 or st.st_mode & 0o022:
+    raise SandboxUnavailable(f"{locks}: the service uids' lock directory must be a root-owned directory "
+                             "that nobody else can write; refusing to run")
+  for uid in range(SERVICE_UID_BASE, SERVICE_UID_BASE + SERVICE_UID_COUNT):
+    fd = os.open(os.path.join(locks, str(uid)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      os.close(fd)
+      continue
+    return uid, fd
+  raise SandboxUnavailable(f"all {SERVICE_UID_COUNT} service uids are held by live sandboxes")
+
+
 def _warn_no_cgroup(reason: str, _seen: set[str] = set()) -> None:  # noqa: B006 (once per reason)
   if reason not in _seen:
     _seen.add(reason)
@@ -235,7 +284,11 @@ class Sandbox:
     self.on_close: list[Callable[[], None]] = []  # run after everything inside is dead (web replicas, cgroups)
     self.cgroup: cgroup_lib.SandboxCgroup | None = None
     self.cgroup_reason = ""
-    self._bin = {n: _binary(n) for n in ("nsenter", "setpriv", "prlimit", "env", "sh", "mount")}
+    self._bin = {n: _binary(n) for n in ("nsenter", "setpriv", "prlimit", "env", "sh", "mount", "mkdir",
+                                          "unshare")}
+    self._sealed: set[str] = set()         # service dirs remounted read-only (`seal_service_dir`)
+    self.service_uid: int | None = None    # root mode: this sandbox's services' own uid
+    self._service_uid_lock: int | None = None
     # Every process of this sandbox is forked by this one thread: bwrap --die-with-parent uses
     # PR_SET_PDEATHSIG, which fires when the *thread* that forked bwrap exits (sandboxes are
     # made from short-lived threads: HTTP handlers, slot workers), and on cgroup v1 the thread
@@ -253,7 +306,13 @@ class Sandbox:
     c = self.config
     uid, gid = (c.uid, c.gid) if self.mode == "root" else (os.getuid(), os.getgid())
     self.uid, self.gid = uid, gid
-    self.cgroup, self.cgroup_reason = cgroup_lib.create(c.cgroup_memory_mb << 20, c.cgroup_pids)
+    if self.mode == "root":
+      self.service_uid, self._service_uid_lock = allocate_service_uid()
+    memory_mb = cgroup_lib.memory_share_mb() if c.cgroup_memory_mb is None else c.cgroup_memory_mb
+    overcommit = cgroup_lib.memory_overcommit(memory_mb)
+    if overcommit:
+      raise SandboxUnavailable(overcommit)
+    self.cgroup, self.cgroup_reason = cgroup_lib.create(memory_mb << 20, c.cgroup_pids)
     if self.cgroup is None:
       if c.require_cgroup:
         raise SandboxUnavailable(f"no cgroup for the sandbox ({self.cgroup_reason}) and "
@@ -418,6 +477,9 @@ class Sandbox:
     if self._spawner_in_cgroup:
       self._spawner.submit(self.cgroup.leave_thread).result()
     self._spawner.shutdown(wait=False)
+    if self._service_uid_lock is not None:  # every service of this uid is dead: the uid is free
+      os.close(self._service_uid_lock)
+      self._service_uid_lock = None
     if self.cgroup is not None and not self.cgroup.close():
       log.warning("sandbox cgroup %s could not be removed (a process stuck in the kernel?)",
                   self.cgroup.dirs)
@@ -455,17 +517,79 @@ class Sandbox:
 
   def _service_entry(self, wd_fd: int) -> list[str]:
     """The sandbox's mount/net/ipc/uts namespaces but not its pid or user namespace, so the
-    workload can't see, signal or trace the process: root mode as SERVICE_UID, user mode as
-    the outer namespace's root with every capability dropped. Outside the pid namespace a
-    service does not die with bwrap, so it gets its own parent-death signal (set by setpriv
-    after the credential change, which would clear it): a harness process killed with
-    SIGKILL left its X servers running for hours."""
-    shared = ["mnt", "net", "ipc", "uts"]
+    workload can't see, signal or trace the process, and a pid namespace of the service's own,
+    so nothing the service starts (openbox's actions, were one to run) can see, signal or trace
+    another episode's processes or the harness: root mode as this sandbox's own service uid,
+    user mode as the outer namespace's root with every capability dropped. Outside the sandbox's
+    pid namespace a service does not die with bwrap, so both the unshare that holds its pid
+    namespace and the service get a parent-death signal (set by setpriv after the credential
+    change, which would clear it): a harness process killed with SIGKILL left its X servers
+    running for hours. The service is its namespace's init: when it dies, all it started dies."""
+    return [*self._privileged_entry(["mnt", "net", "ipc", "uts"], wd_fd), "--", *self._service_tail()]
+
+  def service_argv_prefix(self, namespaces: Sequence[str], mount_proc: bool = False) -> list[str]:
+    """For a service started beside the sandbox rather than in its filesystem (the web replica
+    server: only the sandbox's network namespace): the same pid namespace of its own, uid and
+    parent-death signal as `_service_entry`. `mount_proc`: also a mount namespace of its own with
+    a /proc of that pid namespace, so the host's /proc (every harness process) is not in view.
+    The caller passes the fds of `namespaces` (and, user mode, the outer user namespace's)."""
+    args = [self._bin["nsenter"]]
+    if self._outer_userns is not None:   # user mode: the namespaces belong to bwrap's outer user namespace
+      args += [f"--user={self._fd_path(self._outer_userns)}", "--preserve-credentials"]
+    args += [f"{NSENTER_FLAG[n]}={self._fd_path(self._ns[n])}" for n in namespaces]
+    return args + ["--", *self._service_tail(mount_proc)]
+
+  def _service_tail(self, mount_proc: bool = False) -> list[str]:
+    """unshare holding the service's own pid namespace (its own parent-death signal: it lives in
+    the host's pid namespace), then the credential drop and the service's parent-death signal."""
+    holder = [self._bin["setpriv"], "--pdeathsig=KILL", "--", self._bin["unshare"], "--pid", "--fork",
+              "--kill-child", *(["--mount", "--mount-proc"] if mount_proc else []), "--"]
     if self.mode == "root":
-      return [*self._privileged_entry(shared, wd_fd), "-S", str(SERVICE_UID), "-G", str(SERVICE_UID), "--",
-              self._bin["setpriv"], "--no-new-privs", "--pdeathsig=KILL", "--"]
-    return [*self._privileged_entry(shared, wd_fd), "--", self._bin["setpriv"], "--inh-caps=-all",
-            "--bounding-set=-all", "--no-new-privs", "--pdeathsig=KILL", "--"]
+      drop = [f"--reuid={self.service_uid}", f"--regid={self.service_uid}", "--clear-groups"]
+    else:
+      drop = ["--inh-caps=-all", "--bounding-set=-all"]
+    return [*holder, self._bin["setpriv"], *drop, "--no-new-privs", "--pdeathsig=KILL", "--"]
+
+  def service_dir(self, path: str, size_kb: int = 64) -> None:
+    """A fresh directory at `path` (under /tmp; it must not exist yet) on a tiny tmpfs of its
+    own, owned by the service uid, for a service to create its files in (Xvfb's socket);
+    `seal_service_dir` makes it read-only once they exist. Run before the workload's first
+    process: the directory is new, so nothing the workload planted is in it."""
+    owner = self.service_uid if self.mode == "root" else 0  # user mode: the outer namespace's root
+    script = (f'{self._bin["mkdir"]} -m 0755 "$0" && {self._bin["mount"]} -t tmpfs -o '
+              f'size={size_kb}k,nr_inodes=64,mode=0755,uid={owner},gid={owner},nosuid,nodev,noexec '
+              f'mage-service "$0"')
+    self._privileged_sh(script, path, f"could not make the service directory {path}")
+
+  def seal_service_dir(self, path: str) -> None:
+    """Remounts a `service_dir` read-only: nobody (the service included) can replace, remove or
+    add a file in it, and the workload can't unmount it or rename the mount point (it has no
+    privilege in the namespace that owns the mount)."""
+    self._privileged_sh(f'{self._bin["mount"]} -o remount,bind,ro "$0"', path,
+                        f"could not seal the service directory {path}")
+    self._sealed.add(os.path.normpath(path))
+
+  def _privileged_sh(self, script: str, arg: str, what: str) -> None:
+    r = subprocess.run([*self._privileged_entry(["mnt"]), "--", self._bin["sh"], "-c", script, arg],
+                       pass_fds=self._held_fds(), env=HARNESS_ENV, capture_output=True, timeout=30)
+    if r.returncode != 0:
+      raise RuntimeError(f"{what}: {r.stderr.decode(errors='replace').strip()}")
+
+  def check_service_paths(self, argv: Sequence[str], env: dict[str, str]) -> None:
+    """Refuses a service whose argv or environment names a path the workload can write (its
+    config, HOME, XDG_* dirs, fontconfig): a service reads and execs only harness-owned,
+    read-only files. Colon-separated values (PATH, XDG_*_DIRS) are checked element by element."""
+    for where, value in [*(("argv", a) for a in argv), *env.items()]:
+      for part in value.split(":"):
+        if not part.startswith("/"):
+          continue
+        norm = os.path.normpath(part)
+        if any(norm == s or norm.startswith(s + "/") for s in self._sealed):
+          continue
+        for w in WORKLOAD_WRITABLE:
+          if norm == w or norm.startswith(w + "/"):
+            raise ValueError(f"service {argv[0]!r}: {where} names {part!r}, under {w}, which the workload "
+                             "can write; services read only harness-owned, read-only paths")
 
   def _join(self) -> list[str]:
     """The argv prefix that puts a process into the cgroup, unless its forking thread is there."""
@@ -519,10 +643,14 @@ class Sandbox:
 
   def spawn_service(self, argv: Sequence[str], *, env: dict[str, str] | None = None,
                     **popen: Any) -> subprocess.Popen:
-    """Starts a harness service (the X server) on the sandbox's filesystem and network but out
-    of the workload's reach (see _service_entry). Killed by `close()`."""
+    """Starts a harness service (the X server, the window manager) on the sandbox's filesystem
+    and network but out of the workload's reach (see _service_entry). Killed by `close()`.
+    `env` defaults to the harness's own (PATH only): the workload's HOME is no service's."""
+    env = dict(env if env is not None else HARNESS_ENV)
+    self.check_service_paths(argv, env)
     p = self._popen(self._service_entry, argv, env, "/", popen)
     self._services.append(p)
+    wait_forked(p)
     return p
 
   def run(self, argv: Sequence[str], *, input: bytes | None = None, timeout: float = 60,

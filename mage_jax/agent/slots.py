@@ -15,12 +15,14 @@ with one Ray actor per slot on environment hosts; `make_pool` picks the backend 
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
 import queue
 import threading
 import traceback
 from typing import Callable, Iterable, Iterator
 
+from mage_jax.agent import cgroup
 from mage_jax.agent.env import Env
 from mage_jax.agent.episode import EpisodeConfig, EpisodeResult, Policy, run_episode
 from mage_jax.agent.tasks.package import TaskPackage
@@ -75,6 +77,10 @@ class EnvSlot:
 class LocalSlotPool(SlotPool):
   def __init__(self, env_factory: Callable[[], Env], cfg: EpisodeConfig, num_slots: int = 2):
     self.slots = [EnvSlot(env_factory, cfg) for _ in range(max(1, num_slots))]
+    # until close: every sandbox's default cgroup memory is the host's budget over these slots,
+    # and a pool too large for the host is refused here (cgroup.declare_slots)
+    self._memory_share = contextlib.ExitStack()
+    self._memory_share.enter_context(cgroup.declare_slots(len(self.slots)))
 
   def run(self, jobs: Iterable[Job]) -> Iterator[EpisodeResult]:
     todo: queue.Queue = queue.Queue()
@@ -103,6 +109,7 @@ class LocalSlotPool(SlotPool):
   def close(self) -> None:
     for s in self.slots:
       s.close()
+    self._memory_share.close()
 
   @property
   def restarts(self) -> int:

@@ -2,12 +2,14 @@
 
 Where things run (docs/web_replicas.md):
 - The server is a host process (`/usr/bin/python3 -I`, standard library only) that joins ONLY the
-  episode sandbox's network namespace (`nsenter --net`), then drops to the service uid (65533, root
-  mode; user mode keeps the harness's unprivileged uid). It binds 127.0.0.1:<port> inside that
-  namespace, so the episode's browser and shell reach it over HTTP and nothing else does.
-- It stays in the host's mount and pid namespaces: the workload cannot see, signal or trace it,
-  and its database is a file in a host temp directory (mode 0700, owned by the service uid) that
-  has no path inside the sandbox. Editing the database directly is therefore not a way to solve a
+  episode sandbox's network namespace (`nsenter --net`), then a pid namespace of its own with its
+  own /proc, and drops to the sandbox's own service uid (root mode: one uid per live sandbox,
+  `Sandbox.service_uid`; user mode keeps the harness's unprivileged uid, every capability dropped).
+  It binds 127.0.0.1:<port> inside that namespace, so the episode's browser and shell reach it over
+  HTTP and nothing else does.
+- It sees the host's files but no other process: the workload cannot see, signal or trace it, it
+  can signal or trace no other episode's processes nor the harness, and its database is a file in
+  a host temp directory (mode 0700, owned by the service uid) that has no path inside the sandbox. Editing the database directly is therefore not a way to solve a
   web task; only the app's HTTP interface changes it.
 - Every episode gets a fresh copy of a template database built once per process from the app's
   schema + seed SQL: resets leave nothing behind. The server and the copy go when the sandbox closes.
@@ -71,17 +73,12 @@ def _template(app: str) -> str:
 
 
 def _server_argv(sb, app: str, db: str, port: int) -> list[str]:
-  """nsenter into the sandbox's network namespace only; then the service uid (root mode)."""
-  args = [sb._bin["nsenter"]]
-  if sb._outer_userns is not None:   # user mode: the netns belongs to bwrap's outer user namespace
-    args += [f"--user={sb._fd_path(sb._outer_userns)}", "--preserve-credentials"]
-  args += [f"--net={sb._fd_path(sb._ns['net'])}", "--"]
-  if sb.mode == "root":
-    uid = str(sandbox_lib.SERVICE_UID)
-    args += [sb._bin["setpriv"], f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
+  """The sandbox's network namespace only, a pid and mount namespace of the server's own (its
+  /proc shows nothing else), then the sandbox's service uid (root mode); see
+  `Sandbox.service_argv_prefix`."""
   with open(SERVER_SOURCE) as f:
     source = f.read()
-  return args + [SYSTEM_PYTHON, "-I", "-c", source, app, db, str(port)]
+  return sb.service_argv_prefix(["net"], mount_proc=True) + [SYSTEM_PYTHON, "-I", "-c", source, app, db, str(port)]
 
 
 def start(sb, app: str, port: int | None = None) -> Replica:
@@ -96,7 +93,7 @@ def start(sb, app: str, port: int | None = None) -> Replica:
   shutil.copyfile(_template(app), db)
   if sb.mode == "root":
     for p in (d, db):
-      os.chown(p, sandbox_lib.SERVICE_UID, sandbox_lib.SERVICE_UID)
+      os.chown(p, sb.service_uid, sb.service_uid)
   os.chmod(d, 0o700)
   os.chmod(db, 0o600)
   # forked from this thread, not the sandbox's spawner: on cgroup v1 that thread sits in the
@@ -107,6 +104,7 @@ def start(sb, app: str, port: int | None = None) -> Replica:
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=sandbox_lib.HARNESS_ENV,
                           start_new_session=True)
   sb._services.append(proc)           # killed by the sandbox's close, like Xvfb
+  sandbox_lib.wait_forked(proc)       # its parent-death signal armed
   sb.on_close.append(lambda: shutil.rmtree(d, ignore_errors=True))
   timer = threading.Timer(START_TIMEOUT, proc.kill)
   timer.start()
