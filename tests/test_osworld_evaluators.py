@@ -189,8 +189,8 @@ def test_compare_table_rules():
   assert f(_book([["x"]], "Data"), _book([["x"]]), rules=[{"type": "sheet_name"}]) == 0.0
   assert f(_book([["x"]]), _book([["x"]]), rules=[{"type": "sheet_data", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1"}]) == 1.0
   assert f(_book([["x"]]), _book([["x"]]), rules=[{"type": "sheet_data", "sheet_idx0": "RNNope", "sheet_idx1": "EI0"}]) == 0.0
-  with pytest.raises(ValueError, match="pivot_table"):
-    f(_book([["x"]]), _book([["x"]]), rules=[{"type": "pivot_table"}])
+  with pytest.raises(ValueError, match="freeze"):
+    f(_book([["x"]]), _book([["x"]]), rules=[{"type": "freeze"}])
 
 
 def test_relative_time_follows_osworld_day_rules():
@@ -401,3 +401,68 @@ def test_devtools_client_reads_tabs_and_the_dom_of_a_real_chromium(tmp_path):
     proc.wait()
   # no browser listening: the getter reads nothing (the metric then scores 0), no crash
   assert browser_getters.get(run, {"type": "active_tab_info"}) is None
+
+
+def _chart_book(kind="bar", title="Sales", legend="r"):
+  import openpyxl
+  from openpyxl.chart import BarChart, LineChart, Reference
+  wb = openpyxl.Workbook()
+  ws = wb.active
+  for r in [["month", "sales"], ["Jan", 1], ["Feb", 2]]:
+    ws.append(r)
+  ch = BarChart() if kind == "bar" else LineChart()
+  ch.add_data(Reference(ws, min_col=2, min_row=1, max_row=3), titles_from_data=True)
+  ch.set_categories(Reference(ws, min_col=1, min_row=2, max_row=3))
+  ch.title, ch.legend.position = title, legend
+  ws.add_chart(ch, "D2")
+  buf = io.BytesIO()
+  wb.save(buf)
+  return buf.getvalue()
+
+
+def test_compare_table_chart_rule():
+  rules = [{"type": "chart", "sheet_idx0": 0, "sheet_idx1": "EI0", "chart_props": ["type", "title", "legend"]}]
+  f = table_metrics.compare_table
+  assert f(_chart_book(), _chart_book(), rules=rules) == 1.0
+  assert f(_chart_book("line"), _chart_book(), rules=rules) == 0.0
+  assert f(_chart_book(title="Costs"), _chart_book(), rules=rules) == 0.0
+  assert f(_chart_book(legend="b"), _chart_book(), rules=rules) == 0.0
+  assert f(_chart_book(legend="b"), _chart_book(), rules=[{**rules[0], "chart_props": ["type"]}]) == 1.0
+  assert f(_book([["month", "sales"], ["Jan", 1], ["Feb", 2]]), _chart_book(), rules=rules) == 0.0   # no chart
+
+
+def _pivot_book(row=0, data=1, subtotal="sum"):
+  """A workbook with one pivot table over Data!A1:C3 built from openpyxl's pivot objects."""
+  import openpyxl
+  from openpyxl.pivot.cache import CacheDefinition, CacheField, CacheSource, SharedItems, WorksheetSource
+  from openpyxl.pivot.table import DataField, FieldItem, Location, PivotField, RowColField, TableDefinition
+  wb = openpyxl.Workbook()
+  ws = wb.active
+  ws.title = "Data"
+  for r in [["m", "k", "v"], ["a", "x", 1], ["b", "y", 2]]:
+    ws.append(r)
+  pt = TableDefinition(name="P1", cacheId=1, dataCaption="Values",
+                       location=Location(ref="A1:B4", firstHeaderRow=1, firstDataRow=1, firstDataCol=1),
+                       pivotFields=[PivotField(axis="axisRow", items=[FieldItem(x=0), FieldItem(x=1), FieldItem(t="default")]),
+                                    PivotField(), PivotField(dataField=True)],
+                       rowFields=[RowColField(x=row)], dataFields=[DataField(name="Sum of v", fld=data, subtotal=subtotal)])
+  pt.cache = CacheDefinition(cacheSource=CacheSource(type="worksheet", worksheetSource=WorksheetSource(ref="A1:C3", sheet="Data")),
+                             cacheFields=[CacheField(name=n, sharedItems=SharedItems()) for n in "mkv"])
+  wb.create_sheet("Pivot")._pivots.append(pt)
+  buf = io.BytesIO()
+  wb.save(buf)
+  return buf.getvalue()
+
+
+def test_compare_table_pivot_rule():
+  rules = [{"type": "pivot_table", "sheet_idx0": "RNPivot", "sheet_idx1": "ENPivot",
+            "pivot_props": ["col_fields", "data_fields", "filter", "row_fields"]}]
+  f = table_metrics.compare_table
+  assert f(_pivot_book(), _pivot_book(), rules=rules) == 1.0
+  assert f(_pivot_book(subtotal="average"), _pivot_book(), rules=rules) == 0.0
+  assert f(_pivot_book(data=2), _pivot_book(), rules=rules) == 0.0
+  assert f(_pivot_book(row=1), _pivot_book(), rules=rules) == 0.0
+  import openpyxl
+  got = table_metrics.pivots(openpyxl.load_workbook(io.BytesIO(_pivot_book()))["Pivot"], rules[0]["pivot_props"])
+  assert got == {"worksheet;(1, 1):(3, 1);Data": {"selection": [{(None, 0), (None, 1)}], "filter_fields": set(),
+                                                  "col_fields": [], "row_fields": [0], "data_fields": ["1;;sum;normal"]}}

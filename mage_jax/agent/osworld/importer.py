@@ -333,9 +333,16 @@ def import_dir(src: str, out_dir: str, cache_dir: str | None = None,
   `out_dir` and the report to report_path(out_dir)."""
   tasks, bad = load_tasks(src, exclude)
   report: dict[str, Any] = {"imported": [], "refused": list(bad), "excluded_dirs": list(exclude)}
+  used: set[str] = set()
   for path, task in tasks:
     res = convert(task, path, cache_dir, (references or {}).get(str(task.get("id")) if isinstance(task, dict) else None))
+    if res.package is not None and res.package["id"] in used:
+      # OSWorld reuses some ids across domains (e.g. chrome and thunderbird): the later one gets its domain
+      domain = next(s[len(DOMAIN_SKILL):] for s in res.package["skills"] if s.startswith(DOMAIN_SKILL))
+      res.notes.append(f"id {res.id} is also another task's here: package named osworld_{domain}_{res.id}")
+      res.package["id"] = f"osworld_{domain}_{res.id}"
     if res.package is not None:
+      used.add(res.package["id"])
       try:
         write(res, out_dir)
       except ValueError as e:
