@@ -185,3 +185,24 @@ def test_a_few_tasks_per_domain_import_with_their_files_cached(tmp_path):
   assert full["by_domain"]["vlc"] == {"imported": 2, "refused": 0}
   vlc = json.loads((tmp_path / "out1" / "osworld_fba2c100-79e8-42df-ae74-b592418d54f4" / "task.json").read_text())
   assert "osworld_domain:vlc" in vlc["skills"] and vlc["max_steps"] == 50
+
+
+@needs_sandbox
+def test_launch_eval_runs_the_osworld_protocol_with_a_per_domain_table(tmp_path):
+  """Two runs of three terminal os tasks and the infeasible one (its reference answers FAIL), the
+  scripted reference as the policy: OSWorld's table has the os domain at 100% in both runs."""
+  ids = OS_IDS[:2] + [INFEASIBLE_ID]
+  out = tmp_path / "suite"
+  subprocess.run([sys.executable, "-m", "launch.import_tasks", "--format=osworld", f"--src={FIX}/tasks/os",
+                  f"--out={out}", f"--references={FIX}/references.json"], cwd=ROOT, check=True, capture_output=True)
+  work = tmp_path / "eval"
+  p = subprocess.run([sys.executable, "-m", "launch.eval", "--config=configs/eval.py:scripted", f"--workdir={work}",
+                      f"--config.suite={out}", "--config.report=False", "--config.slots=2", "--config.osworld.runs=2",
+                      "--config.tasks=" + ",".join(f"osworld_{i}" for i in ids)],
+                     cwd=ROOT, capture_output=True, text=True, timeout=600)
+  assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+  table = json.loads((work / "osworld_table.json").read_text())
+  assert table["runs"] == 2 and table["domains"]["os"] == {"tasks": 3, "per_run": [100.0, 100.0], "mean": 100.0}
+  assert table["overall"]["mean"] == 100.0 and "OSWorld success rate" in p.stdout
+  episodes = json.load(open(work / "results.json"))["episodes"]
+  assert len(episodes) == 6 and {e["status"] for e in episodes} == {"terminated"}
