@@ -287,9 +287,9 @@ def test_cli_lists_needs_and_imports_from_the_cache(tmp_path):
 
 def test_refusals_name_unsupported_options_and_vs_code():
   t = _task("t")
-  t["evaluator"]["options"] = {"rules": [{"type": "chart", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}
+  t["evaluator"]["options"] = {"rules": [{"type": "freeze", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}
   res = importer.convert(t, "libreoffice_calc/t.json")
-  assert any("compare_table rule 'chart'" in r for r in res.reasons)
+  assert any("compare_table rule 'freeze'" in r for r in res.reasons)
   t = _task("t")
   t["evaluator"].update(func="compare_pptx_files", options={"examine_title_bottom_position": True})
   assert any("examine_title_bottom_position" in r for r in importer.convert(t, "x/t.json").reasons)
