@@ -61,7 +61,7 @@ def test_compare_docx_files():
 
 
 # ---- Impress -------------------------------------------------------------------------------------
-def _pptx(title="Plan", size=24, bold=False, left=None, notes=""):
+def _pptx(title="Plan", size=24, bold=False, left=None, notes="", top=None):
   from pptx import Presentation
   from pptx.util import Emu, Pt
   prs = Presentation()
@@ -71,6 +71,8 @@ def _pptx(title="Plan", size=24, bold=False, left=None, notes=""):
   run.text, run.font.size, run.font.bold = "point one", Pt(size), bold
   if left is not None:
     s.shapes.title.left = Emu(left)
+  if top is not None:
+    s.shapes.title.top = Emu(top)
   if notes:
     s.notes_slide.notes_text_frame.text = notes
   buf = io.BytesIO()
@@ -89,6 +91,11 @@ def test_compare_pptx_files():
   assert f(_pptx(left=12345), _pptx(), examine_shape=False) == 1.0
   assert f(_pptx(notes="say hi"), _pptx()) == 0.0
   assert f(None, _pptx()) == 0.0 and f(b"junk", _pptx()) == 0.0
+  # OSWorld's task-specific options: the "Product Comparison" title must move below the original, past 3600000 EMU
+  moved = dict(examine_shape=False, examine_title_bottom_position=True)
+  assert f(_pptx("Product Comparison", top=4000000), _pptx("Product Comparison"), **moved) == 1.0
+  assert f(_pptx("Product Comparison", top=3000000), _pptx("Product Comparison"), **moved) == 0.0
+  assert f(_pptx(left=12345), _pptx(), examine_shape=False, examine_shape_for_shift_size=True) == 0.0
 
 
 # ---- PDFs and images -----------------------------------------------------------------------------
@@ -290,9 +297,6 @@ def test_refusals_name_unsupported_options_and_vs_code():
   t["evaluator"]["options"] = {"rules": [{"type": "freeze", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}
   res = importer.convert(t, "libreoffice_calc/t.json")
   assert any("compare_table rule 'freeze'" in r for r in res.reasons)
-  t = _task("t")
-  t["evaluator"].update(func="compare_pptx_files", options={"examine_title_bottom_position": True})
-  assert any("examine_title_bottom_position" in r for r in importer.convert(t, "x/t.json").reasons)
   t = _task("v")
   t["related_apps"] = ["vscode"]
   assert any("VS Code is not packaged by Debian" in r for r in importer.convert(t, "vs_code/v.json").reasons)
@@ -466,3 +470,55 @@ def test_compare_table_pivot_rule():
   got = table_metrics.pivots(openpyxl.load_workbook(io.BytesIO(_pivot_book()))["Pivot"], rules[0]["pivot_props"])
   assert got == {"worksheet;(1, 1):(3, 1);Data": {"selection": [{(None, 0), (None, 1)}], "filter_fields": set(),
                                                   "col_fields": [], "row_fields": [0], "data_fields": ["1;;sum;normal"]}}
+
+
+def _docx_table(cells, spacing=None):
+  import docx
+  d = docx.Document()
+  p = d.add_paragraph("Report")
+  if spacing is not None:
+    p.paragraph_format.line_spacing = spacing
+  t = d.add_table(rows=len(cells), cols=len(cells[0]))
+  for i, row in enumerate(cells):
+    for j, v in enumerate(row):
+      t.cell(i, j).text = v
+  buf = io.BytesIO()
+  d.save(buf)
+  return buf.getvalue()
+
+
+def test_docx_tables_and_line_spacing():
+  f, g = document_metrics.compare_docx_tables, document_metrics.compare_line_spacing
+  assert f(_docx_table([["a", "b"], ["1", "2"]]), _docx_table([["a", "b"], ["1", " 2 "]])) == 1.0
+  assert f(_docx_table([["a", "b"], ["1", "3"]]), _docx_table([["a", "b"], ["1", "2"]])) == 0.0
+  assert f(_docx_table([["a", "b"]]), _docx_table([["a", "b"], ["1", "2"]])) == 0.0
+  assert g(_docx_table([["a"]], 2.0), _docx_table([["a"]], 2.0)) == 1.0
+  assert g(_docx_table([["a"]], 1.5), _docx_table([["a"]], 2.0)) == 0.0
+
+
+def test_structure_sim_tabs_and_csv():
+  img = ((np.add.outer(np.arange(30), np.arange(40)) * 3) % 256).astype(np.uint8)
+  rgb = np.stack([img, 255 - img, img // 2], -1)
+  s = document_metrics.check_structure_sim
+  assert s(_png(rgb), _png(rgb)) == 1.0
+  assert s(_png(rgb), _png(rgb[::-1].copy())) == 0.0
+  assert s(_png(rgb), _png(rgb[:20])) == 0.0        # a different size
+  tabs = [{"title": "a", "url": "https://www.github.com/"}, {"title": "b", "url": "https://docs.python.org/3/"}]
+  rule = {"type": "url", "urls": ["https://github.com", "https://docs.python.org/3/"]}
+  assert rule_metrics.is_expected_tabs(tabs, rule) == 1.0
+  assert rule_metrics.is_expected_tabs(tabs[:1], rule) == 0.0
+  assert rule_metrics.is_expected_tabs(tabs + tabs[:1], rule) == 0.0
+  c = rule_metrics.check_csv
+  data = b"name,city\nAnn,Oslo\nBo,Rome\n"
+  assert c(data, {"expect": [{"name": "Ann", "city": "Oslo"}], "unexpect": [{"city": "Paris"}]}) == 1.0
+  assert c(data, {"expect": [{"name": "Ann", "city": "Rome"}]}) == 0.0
+  assert c(data, {"expect": [], "unexpect": [{"name": "Bo"}]}) == 0.0
+
+
+def test_url_dash_part():
+  run = lambda argv: json.dumps([{"type": "page", "url": "https://www.recreation.gov/camping/campgrounds/232447?id=9"}]) \
+      if argv[-2] == "list" else "null"
+  spec = {"type": "url_dashPart", "goto_prefix": "https://www.", "partIndex": -1, "needDeleteId": True,
+          "returnType": "json", "key": "id"}
+  assert browser_getters.get(run, spec) == {"id": "232447"}
+  assert browser_getters.get(run, {**spec, "returnType": "string", "needDeleteId": False, "partIndex": 3}) == "camping"

@@ -14,6 +14,8 @@ Playwright over CDP. Here the OSWorld browser preparer starts Chromium with
                               {class: key}, class_multiObject {class: {index: key}}), xpath
                               (xpathObject {xpath: key}), input (inputObject {xpath: key}: the value),
                               label (labelObject {text: key}: the first element containing the text)
+  url_dashPart                the active URL (with goto_prefix) split on "/", part `partIndex`, without
+                              its query when `needDeleteId`; a string, or {key: part} for returnType json
   open_tabs_info              [{title, url}] of every tab
 """
 from __future__ import annotations
@@ -81,6 +83,10 @@ def get(run: Callable[[list[str]], str], spec: dict) -> Any:
   url = tabs[0].get("url", "")
   if t == "active_url_from_accessTree":
     return spec.get("goto_prefix", "https://") + address_bar(url)
+  if t == "url_dashPart":
+    part = (spec.get("goto_prefix", "https://") + address_bar(url)).split("/")[int(spec["partIndex"])]
+    part = part.split("?")[0] if spec.get("needDeleteId") else part
+    return {spec["key"]: part} if spec.get("returnType") == "json" else part
   if t == "active_tab_url_parse":
     query = parse_qs(urlparse(url).query)
     out = {k: query.get(k, [""])[0] for k in spec["parse_keys"]}

@@ -7,15 +7,20 @@ unreadable or malformed content 0. Where OSWorld uses a library we don't ship, a
                       whole), ignore_case, ignore_order (paragraphs sorted), content_only (a fuzzy
                       ratio of the collapsed texts is the score). Without ignore_blanks: same paragraph
                       count and each paragraph equal.
+  compare_docx_tables every table of two .docx: same count, shape and stripped cell texts.
+  compare_line_spacing  compare_docx_files (defaults) passes and every paragraph's line spacing equal.
   compare_pptx_files  slide by slide, shape by shape (python-pptx): slide count, background colour,
                       notes, shape geometry, text, paragraph alignment/level, run font name, size, bold,
                       italic, colour, underline, strike-through, bullets; each `examine_<x>` option
                       (default true) turns a comparison off. OSWorld's task-specific position options
-                      (PPTX_TASK_SPECIFIC) are not supported: the importer refuses such a task.
+                      (examine_title_bottom_position and the like, default false) check what their tasks ask, with OSWorld's
+                      thresholds in EMU: see _task_specific.
   compare_pdfs        mean over file pairs of a fuzzy ratio of the pages' text (pypdf's text
                       extraction stands in for PyMuPDF's).
   compare_images      SSIM of the two images in grey, the larger resized to the smaller (7x7 uniform
                       window, sample covariance: scikit-image's defaults, computed with numpy here).
+  check_structure_sim SSIM of the two images in colour (per-channel mean) >= 0.9; images of different
+                      sizes or modes score 0 (OSWorld's comparison fails on them).
 Fuzzy ratio: difflib's SequenceMatcher ratio (2*matches/total length) stands in for rapidfuzz's
 fuzz.ratio (2*LCS/total length); equal texts score 1 under both.
 """
@@ -30,9 +35,6 @@ from xml.etree import ElementTree
 
 import numpy as np
 
-PPTX_TASK_SPECIFIC = ("examine_title_bottom_position", "examine_table_bottom_position", "examine_right_position",
-                      "examine_top_position", "examine_shape_for_shift_size", "examine_image_size",
-                      "examine_modify_height")
 _ODF_TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 
 
@@ -77,6 +79,40 @@ def compare_docx_files(result: bytes | None, expected: bytes | None, ignore_blan
   return float(all(fold(a) == fold(b) for a, b in zip(p1, p2)))
 
 
+def _docx_doc(data: bytes):
+  import docx
+  return docx.Document(io.BytesIO(data))
+
+
+def compare_docx_tables(result: bytes | None, expected: bytes | None, **_) -> float:
+  if not result or not expected:
+    return 0.0
+  try:
+    t1, t2 = _docx_doc(result).tables, _docx_doc(expected).tables
+  except Exception:
+    return 0.0
+  if len(t1) != len(t2):
+    return 0.0
+  for a, b in zip(t1, t2):
+    if (len(a.rows), len(a.columns)) != (len(b.rows), len(b.columns)):
+      return 0.0
+    if any(a.cell(i, j).text.strip() != b.cell(i, j).text.strip()
+           for i in range(len(a.rows)) for j in range(len(a.columns))):
+      return 0.0
+  return 1.0
+
+
+def compare_line_spacing(result: bytes | None, expected: bytes | None, **_) -> float:
+  if not compare_docx_files(result, expected):
+    return 0.0
+  try:
+    p1, p2 = _docx_doc(result).paragraphs, _docx_doc(expected).paragraphs
+  except Exception:
+    return 0.0
+  return float(len(p1) == len(p2) and all(a.paragraph_format.line_spacing == b.paragraph_format.line_spacing
+                                          for a, b in zip(p1, p2)))
+
+
 # ---- Impress presentations ---------------------------------------------------------------------
 def _background(slide) -> Any:
   fill = slide.background.fill
@@ -112,6 +148,61 @@ def _run_props(run, o: dict) -> tuple:
   return tuple(v for k, v in props if o.get(f"examine_{k}", True))
 
 
+_TABLE, _PICTURE, _FREEFORM = 19, 13, 5   # python-pptx MSO_SHAPE_TYPE values OSWorld's options test
+
+
+def _geometry(s) -> tuple:
+  return (s.left, s.top, s.width, s.height)
+
+
+def _task_specific(slide: int, s1, s2, o: dict) -> bool:
+  """OSWorld's per-task position options (s1: the agent's shape, s2: the expected one; slide from 1):
+  title_bottom_position  the "Product Comparison" title moved below the expected one and 3600000 down;
+  table_bottom_position  slide 3's table likewise; right_position  slide 2's text-less shapes right of the
+  expected and past 4320000; top_position  slide 2's pictures above the expected and within 1980000;
+  shape_for_shift_size  geometry equal except the "Elaborate on what you want to discuss." box;
+  image_size  pictures' size equal; modify_height  text-less (or freeform) shapes' height equal. Every
+  other shape under these options keeps its geometry."""
+  same, text = _geometry(s1) == _geometry(s2), lambda s: getattr(s, "text", None)
+  if o.get("examine_title_bottom_position"):
+    if text(s1) is not None and text(s1) == text(s2):
+      if text(s1) == "Product Comparison" and (s1.top <= s2.top or s1.top < 3600000):
+        return False
+    elif not same:
+      return False
+  if o.get("examine_table_bottom_position"):
+    if slide == 3 and s1.shape_type == _TABLE and s2.shape_type == _TABLE:
+      if s1.top <= s2.top or s1.top < 3600000:
+        return False
+    elif not same:
+      return False
+  if o.get("examine_right_position") and slide == 2 and text(s1) is None and text(s2) is None:
+    if s1.left <= s2.left or s1.left < 4320000:
+      return False
+  if o.get("examine_top_position"):
+    if slide == 2 and s1.shape_type == _PICTURE and s2.shape_type == _PICTURE:
+      if s1.top >= s2.top or s1.top > 1980000:
+        return False
+    elif not same:
+      return False
+  if o.get("examine_shape_for_shift_size") and not same:
+    if not (text(s1) is not None and text(s1) == text(s2) == "Elaborate on what you want to discuss."):
+      return False
+  if o.get("examine_image_size"):
+    if s1.shape_type == _PICTURE and s2.shape_type == _PICTURE:
+      if (s1.width, s1.height) != (s2.width, s2.height):
+        return False
+    elif not same:
+      return False
+  if o.get("examine_modify_height"):
+    if (text(s1) is None and text(s2) is None) or (s1.shape_type == _FREEFORM and s2.shape_type == _FREEFORM):
+      if s1.height != s2.height:
+        return False
+    elif not same:
+      return False
+  return True
+
+
 def _same_shape(s1, s2, o: dict) -> bool:
   if o.get("examine_shape", True) and (s1.left, s1.top, s1.width, s1.height) != (s2.left, s2.top, s2.width, s2.height):
     return False
@@ -144,7 +235,9 @@ def compare_pptx_files(result: bytes | None, expected: bytes | None, **options) 
   o = options
   if o.get("examine_number_of_slides", True) and len(prs1.slides) != len(prs2.slides):
     return 0.0
-  for a, b in zip(prs1.slides, prs2.slides):
+  for n, (a, b) in enumerate(zip(prs1.slides, prs2.slides), 1):
+    if not all(_task_specific(n, s1, s2, o) for s1, s2 in zip(a.shapes, b.shapes)):
+      return 0.0
     if o.get("examine_background_color", True) and _background(a) != _background(b):
       return 0.0
     if o.get("examine_note", True) and _notes(a) != _notes(b):
@@ -204,3 +297,22 @@ def compare_images(result: bytes | None, expected: bytes | None, **_) -> float:
     return max(0.0, ssim(np.asarray(i1), np.asarray(i2)))
   except ValueError:
     return 0.0
+
+
+def check_structure_sim(result: bytes | None, expected: bytes | None, **_) -> float:
+  if not result or not expected:
+    return 0.0
+  from PIL import Image
+  try:
+    a, b = np.asarray(Image.open(io.BytesIO(result))), np.asarray(Image.open(io.BytesIO(expected)))
+  except Exception:
+    return 0.0
+  if a.shape != b.shape:
+    return 0.0
+  if a.ndim == 2:
+    a, b = a[..., None], b[..., None]
+  try:
+    sim = float(np.mean([ssim(a[..., c], b[..., c]) for c in range(a.shape[-1])]))
+  except ValueError:
+    return 0.0
+  return float(sim >= 0.9)

@@ -30,7 +30,7 @@ import shlex
 import shutil
 from typing import Any
 
-from mage_jax.agent.osworld import cache as cache_lib, document_metrics, pyautogui_steps, table_metrics, task_types
+from mage_jax.agent.osworld import cache as cache_lib, pyautogui_steps, table_metrics, task_types
 
 CHROME = ("google-chrome", "chromium", "chromium-browser", "google-chrome-stable")
 _SUDO = re.compile(r"echo\s+'?password'?\s*\|\s*sudo\s+-S\s+|\bsudo\s+(-S\s+)?")
@@ -164,9 +164,6 @@ def _cloud_file(spec: dict, key: str, res: Result, cache: cache_lib.Cache) -> di
 
 def _metric_reasons(func: str, options: dict) -> list[str]:
   """Options of a supported metric that we don't implement (so the task would be scored wrongly)."""
-  if func == "compare_pptx_files":
-    return [f"evaluator: compare_pptx_files option {k!r} (task-specific position check) is not supported"
-            for k, v in options.items() if k in document_metrics.PPTX_TASK_SPECIFIC and v]
   if func == "compare_table":
     return [f"evaluator: compare_table rule {r.get('type')!r} is not supported (only {table_metrics.SUPPORTED_RULES})"
             for r in options.get("rules") or [] if r.get("type") not in table_metrics.SUPPORTED_RULES]

@@ -9,6 +9,10 @@
   is_expected_active_tab     rules {type: "url", url}: the active tab's URL equals it after
                              normalisation (scheme defaults to http, host lowercased without "www.",
                              a lone "/" path dropped)
+  is_expected_tabs           rules {type: "url", urls}: as many open tabs as urls, each url matching
+                             one tab after the normalisation above
+  check_csv                  a CSV file's rows (by header): each rules.expect {column: value} matches some
+                             row, no rules.unexpect pattern matches any
   is_extension_installed     rules {type: contain | not_contain, expected}: a substring of the output
   check_config_status        a GIMP-style config file `(key ... value)` lines: one line whose first
                              item is rules.key (or whose first two are the two keys of a list) and whose
@@ -70,6 +74,26 @@ def is_expected_active_tab(result: Any, rules: dict, **_) -> float:
   if not url or rules.get("type") != "url":
     return 0.0
   return float(normalize_url(url) == normalize_url(rules["url"]))
+
+
+def is_expected_tabs(result: Any, rules: dict, **_) -> float:
+  if not isinstance(result, list) or rules.get("type") != "url":
+    return 0.0
+  got = [normalize_url(t.get("url", "")) for t in result]
+  want = [normalize_url(u) for u in rules["urls"]]
+  return float(len(got) == len(want) and all(u in got for u in want))
+
+
+def check_csv(result: Any, rules: dict, **_) -> float:
+  import csv
+  import io
+  text = _text(result)
+  if text is None:
+    return 0.0
+  rows = list(csv.DictReader(io.StringIO(text)))
+  match = lambda pattern, row: all(k in row and row[k] == v for k, v in pattern.items())
+  return float(all(any(match(p, r) for r in rows) for p in rules.get("expect", []))
+               and not any(match(p, r) for p in rules.get("unexpect", []) for r in rows))
 
 
 def is_extension_installed(result: Any, rules: dict, **_) -> float:

@@ -71,7 +71,7 @@ CONFIG_FILES: dict[str, Callable[[dict], str]] = {
     "gimp_config_file": lambda spec: f"/home/user/.config/GIMP/2.10/{spec['file_name']}",
 }
 TAB_GETTERS = ("active_tab_info", "active_url_from_accessTree", "active_tab_url_parse", "active_tab_html_parse",
-               "open_tabs_info")
+               "open_tabs_info", "url_dashPart")
 GETTERS = ("vm_command_line", "vm_terminal_output", "vm_file", "list_directory", "rule", "rule_relativeTime",
            "cloud_file", "cache_file") + tuple(CHROME_GETTERS) + tuple(CONFIG_FILES) + TAB_GETTERS
 
@@ -155,15 +155,18 @@ METRICS: dict[str, Callable[..., float]] = {
                                                             _docx(r).paragraphs[0].alignment == 1),
     "check_moved_jpgs": lambda r, rules, **o: float(r is not None and sorted(r) == sorted(rules["expected"])),
 }
-for _module, _names in ((table_metrics, ("compare_table",)), (document_metrics, ("compare_docx_files", "compare_pptx_files", "compare_pdfs", "compare_images")),
+for _module, _names in ((table_metrics, ("compare_table",)), (document_metrics, ("compare_docx_files", "compare_pptx_files", "compare_pdfs", "compare_images",
+                                            "compare_docx_tables", "compare_line_spacing", "check_structure_sim")),
                         (rule_metrics, ("check_direct_json_object", "is_expected_url_pattern_match", "is_expected_active_tab",
-                                        "is_extension_installed", "check_config_status"))):
+                                        "is_extension_installed", "check_config_status", "is_expected_tabs",
+                                        "check_csv"))):
   METRICS.update({n: getattr(_module, n) for n in _names})
 INFEASIBLE = "infeasible"   # OSWorld's marker for a task the agent should refuse (no metric runs)
 # metrics whose result is a file: their checks count as reading files; the rest read command output
 NEEDS_FILE = {"file_contains", "check_line_number", "compare_text_file", "compare_csv", "compare_table",
               "check_json_settings", "compare_font_names", "is_first_line_centered", "check_list",
-              "compare_docx_files", "compare_pptx_files", "compare_pdfs", "compare_images", "check_config_status"}
+              "compare_docx_files", "compare_pptx_files", "compare_pdfs", "compare_images", "check_config_status",
+              "compare_docx_tables", "compare_line_spacing", "check_structure_sim", "check_csv"}
 
 
 def _postconfig(ctx, steps: list[dict]) -> dict[str, bytes]:
