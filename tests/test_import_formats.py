@@ -16,6 +16,7 @@ import pytest
 from PIL import Image
 
 from launch import import_data
+from mage_jax.actions import pyautogui
 from mage_jax.actions import schema as tools
 from mage_jax.agent import grounding_eval
 from mage_jax.data import render
@@ -230,11 +231,14 @@ def test_agentnet_windows_macos_and_truncate(tmp_path, agentnet_images):
     ("pyautogui.hotkey('ctrl', 'hyper')", "unknown_key"),
     ("import os", "not_a_call"),
     ("pyautogui.click(x=1.5, y=0.5)", "coordinate_out_of_screen"),
+    ("pyautogui.typewrite(['a', 'enter'])", [{"action": "key", "keys": ["a"]}, {"action": "key", "keys": ["enter"]}]),
+    ("import time; time.sleep(0.5)", [{"action": "wait", "time": 0.5}]),
+    ("import os; os.remove('x')", "not_a_call"),
 ])
 def test_pyautogui_mapping(code, want):
   try:
-    got = [a for fn, p in agentnet.parse_code(code) for a in agentnet.map_call(fn, p, "relative", None)]
-  except agentnet.Unmappable as u:
+    got = pyautogui.to_calls(code, pyautogui.relative_position)
+  except pyautogui.Unmappable as u:
     got = u.what
   assert got == want
 
