@@ -196,8 +196,8 @@ def test_compare_table_rules():
   assert f(_book([["x"]], "Data"), _book([["x"]]), rules=[{"type": "sheet_name"}]) == 0.0
   assert f(_book([["x"]]), _book([["x"]]), rules=[{"type": "sheet_data", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1"}]) == 1.0
   assert f(_book([["x"]]), _book([["x"]]), rules=[{"type": "sheet_data", "sheet_idx0": "RNNope", "sheet_idx1": "EI0"}]) == 0.0
-  with pytest.raises(ValueError, match="freeze"):
-    f(_book([["x"]]), _book([["x"]]), rules=[{"type": "freeze"}])
+  with pytest.raises(ValueError, match="sparkline"):
+    f(_book([["x"]]), _book([["x"]]), rules=[{"type": "sparkline"}])
 
 
 def test_relative_time_follows_osworld_day_rules():
@@ -294,9 +294,9 @@ def test_cli_lists_needs_and_imports_from_the_cache(tmp_path):
 
 def test_refusals_name_unsupported_options_and_vs_code():
   t = _task("t")
-  t["evaluator"]["options"] = {"rules": [{"type": "freeze", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}
+  t["evaluator"]["options"] = {"rules": [{"type": "sparkline", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}
   res = importer.convert(t, "libreoffice_calc/t.json")
-  assert any("compare_table rule 'freeze'" in r for r in res.reasons)
+  assert any("compare_table rule 'sparkline'" in r for r in res.reasons)
   t = _task("v")
   t["related_apps"] = ["vscode"]
   assert any("VS Code is not packaged by Debian" in r for r in importer.convert(t, "vs_code/v.json").reasons)
@@ -522,3 +522,46 @@ def test_url_dash_part():
           "returnType": "json", "key": "id"}
   assert browser_getters.get(run, spec) == {"id": "232447"}
   assert browser_getters.get(run, {**spec, "returnType": "string", "needDeleteId": False, "partIndex": 3}) == "camping"
+
+
+def test_compare_table_freeze_zoom_and_cell_rules():
+  import openpyxl
+  def book(freeze=None, zoom=None, value=3.14159):
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.append(["total", value])
+    ws.freeze_panes, ws.sheet_view.zoomScale = freeze, zoom
+    buf = io.BytesIO()
+    wb.save(buf)
+    return buf.getvalue()
+  f = table_metrics.compare_table
+  freeze = [{"type": "freeze", "sheet_idx0": 0, "sheet_idx1": "EI0"}]
+  assert f(book("B2"), book("B2"), rules=freeze) == 1.0 and f(book(None), book("B2"), rules=freeze) == 0.0
+  zoom = [{"type": "zoom", "sheet_idx": 0, "method": "ge", "ref": 150}]
+  assert f(book(zoom=200), None, rules=zoom) == 1.0 and f(book(), None, rules=zoom) == 0.0   # unset zoom is 100
+  cell = lambda method, ref: [{"type": "check_cell", "sheet_idx": 0, "coordinate": "B1",
+                               "props": {"value": {"method": method, "ref": ref}}}]
+  assert f(book(), None, rules=cell("approx:0.01", 3.14)) == 1.0
+  assert f(book(), None, rules=cell("approx:0.001", 3.14)) == 0.0
+  assert f(book(value="N/A"), None, rules=cell("approx:0.1", 3.14)) == 0.0    # not a number
+  assert f(book(value="Total: 12"), None, rules=cell("re.I", r"total: \d+")) == 1.0
+  assert f(book(value=None), None, rules=cell("gt", 2)) == 0.0                # an empty cell compares false
+  t = _task("t")
+  t["evaluator"]["options"] = {"rules": [{"type": "check_cell", "sheet_idx": 0, "coordinate": "A1",
+                                          "props": {"font_bold": {"method": "eq", "ref": True}}}]}
+  assert any("check_cell property 'font_bold'" in r for r in importer.convert(t, "x/t.json").reasons)
+
+
+def test_compare_table_sheet_fuzzy_rule():
+  rule = lambda **kw: [{"type": "sheet_fuzzy", "sheet_idx0": 0, "sheet_idx1": "EI0", "rules": [{"range": ["A1:B2"], **kw}]}]
+  f = table_metrics.compare_table
+  got, want = _book([[" Apple Inc.", "$1,200"], ["x", "y"]]), _book([["apple inc", "1200"], ["x", "y"]])
+  assert f(got, want, rules=rule(type="exact_match")) == 0.0
+  assert f(got, want, rules=rule(type="exact_match", ignore_case=True, trim_leadings=" $", trim_trailings=".",
+                                 ignore_chars=",")) == 1.0
+  assert f(got, want, rules=rule(type="exact_match", ignore_case=True, normalization=[[" ", ""], [".", ""], ["$", ""], [",", ""]])) == 1.0
+  assert f(_book([["Apple Incorporated", "y"], ["x", "y"]]), _book([["Apple Inc", "y"], ["x", "y"]]),
+           rules=rule(type="includes")) == 1.0
+  assert f(_book([["Apple", "y"], ["x", "y"]]), _book([["Apple Inc", "y"], ["x", "y"]]), rules=rule(type="includes")) == 0.0
+  assert f(_book([["colour", "y"], ["x", "y"]]), _book([["color", "y"], ["x", "y"]]), rules=rule(type="fuzzy_match")) == 1.0
+  assert f(_book([["red", "y"], ["x", "y"]]), _book([["blue", "y"], ["x", "y"]]), rules=rule(type="fuzzy_match")) == 0.0

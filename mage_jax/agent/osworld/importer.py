@@ -165,8 +165,11 @@ def _cloud_file(spec: dict, key: str, res: Result, cache: cache_lib.Cache) -> di
 def _metric_reasons(func: str, options: dict) -> list[str]:
   """Options of a supported metric that we don't implement (so the task would be scored wrongly)."""
   if func == "compare_table":
+    rules = options.get("rules") or []
     return [f"evaluator: compare_table rule {r.get('type')!r} is not supported (only {table_metrics.SUPPORTED_RULES})"
-            for r in options.get("rules") or [] if r.get("type") not in table_metrics.SUPPORTED_RULES]
+            for r in rules if r.get("type") not in table_metrics.SUPPORTED_RULES] + [
+            f"evaluator: compare_table check_cell property {p!r} is not supported (only {table_metrics.CELL_PROPS})"
+            for r in rules if r.get("type") == "check_cell" for p in r.get("props", {}) if p not in table_metrics.CELL_PROPS]
   return []
 
 

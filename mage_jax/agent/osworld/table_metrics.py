@@ -16,6 +16,16 @@ Without rules: every sheet's cell values equal, sheet by sheet. options.rules, e
               location, selection/filter (the items chosen per field; `ordered` keeps their order),
               filter (page field indices), row_fields, col_fields, data_fields ("field;name;subtotal;
               show data as", the name only with data_fields_name).
+  sheet_fuzzy {sheet_idx0, sheet_idx1, rules: [{range: [A1:B6, ...], type, ...}]}: for every cell of the
+              ranges, the two sheets' values as text, after `normalization` [[old, new]...] replacements,
+              trim_leadings/trim_trailings characters, ignore_chars and ignore_case, compare by type:
+              exact_match, includes (the expected's in the result's), included_by, fuzzy_match (ratio x 100
+              >= threshold, default 85).
+  freeze      {sheet_idx0, sheet_idx1}: the two sheets' frozen panes equal.
+  zoom        {sheet_idx, method, ref}: the sheet's zoom (100 when unset) matches the rule.
+  check_cell  {sheet_idx, coordinate, props: {value: {method, ref}}}: the cell's value matches. A rule
+              {method, ref}: eq/ne/lt/le/gt/ge compare, approx:T is |value - ref| <= T (non-numbers
+              fail), re[.FLAG...] a regex search. Cell style props (font, colours) are refused at import.
 Other rule types (chart, pivot_table, check_cell, style, freeze, ...: SUPPORTED_RULES lists what is
 here) are refused by the importer with the rule named.
 """
@@ -24,7 +34,32 @@ from __future__ import annotations
 import io
 from typing import Any
 
-SUPPORTED_RULES = ("sheet_data", "sheet_name", "chart", "pivot_table")
+from openpyxl.utils import get_column_letter
+
+SUPPORTED_RULES = ("sheet_data", "sheet_name", "chart", "pivot_table", "freeze", "zoom", "check_cell", "sheet_fuzzy")
+CELL_PROPS = ("value",)
+
+
+def match_rule(value: Any, rule: dict) -> bool:
+  """OSWorld's value rule {method, ref} (see the module doc)."""
+  import functools
+  import operator
+  import re
+  method = rule["method"]
+  if method.startswith("re"):
+    flags = functools.reduce(operator.or_, (getattr(re, f) for f in method.split(".")[1:]), re.RegexFlag(0))
+    return isinstance(value, str) and re.search(rule["ref"], value, flags) is not None
+  if method in ("eq", "ne", "lt", "le", "gt", "ge"):
+    try:
+      return bool(getattr(operator, method)(value, rule["ref"]))
+    except TypeError:   # e.g. None < 3: the agent's cell is not comparable
+      return False
+  if method.startswith("approx:"):
+    try:
+      return abs(float(value) - float(rule["ref"])) <= float(method.split(":", 1)[1])
+    except (TypeError, ValueError):
+      return False
+  raise ValueError(f"unsupported value rule method {method!r}")
 
 
 def _book(data: bytes, data_only: bool = True):
@@ -127,6 +162,39 @@ def _sheet(idx: Any, result, expected):
   return book[key] if key in book.sheetnames else None
 
 
+def _cell_text(ws, coordinate: str) -> str:
+  v = ws[coordinate].value
+  return "" if v is None else str(v)
+
+
+def _fuzzy_cells(ws1, ws2, rule: dict) -> bool:
+  from openpyxl.worksheet.cell_range import MultiCellRange
+  from mage_jax.agent.osworld.document_metrics import fuzzy_ratio
+  ranges = rule["range"] if isinstance(rule["range"], list) else [rule["range"]]
+  for rng in MultiCellRange(" ".join(ranges)).ranges:
+    for row, col in rng.cells:
+      coordinate = f"{get_column_letter(col)}{row}"
+      a, b = _cell_text(ws1, coordinate), _cell_text(ws2, coordinate)
+      for old, new in rule.get("normalization", []):
+        a, b = a.replace(old, new), b.replace(old, new)
+      if "trim_leadings" in rule:
+        a, b = a.lstrip(rule["trim_leadings"]), b.lstrip(rule["trim_leadings"])
+      if "trim_trailings" in rule:
+        a, b = a.rstrip(rule["trim_trailings"]), b.rstrip(rule["trim_trailings"])
+      if "ignore_chars" in rule:
+        a, b = ("".join(ch for ch in x if ch not in rule["ignore_chars"]) for x in (a, b))
+      if rule.get("ignore_case"):
+        a, b = a.lower(), b.lower()
+      kind = rule["type"]
+      ok = (a == b if kind == "exact_match" else b in a if kind == "includes" else a in b if kind == "included_by"
+            else 100 * fuzzy_ratio(a, b) >= rule.get("threshold", 85.0) if kind == "fuzzy_match" else None)
+      if ok is None:
+        raise ValueError(f"sheet_fuzzy: unknown comparison {kind!r}")
+      if not ok:
+        return False
+  return True
+
+
 def compare_table(result: bytes | None, expected: bytes | None, rules: list[dict] | None = None, **_) -> float:
   if result is None:
     return 0.0
@@ -148,6 +216,22 @@ def compare_table(result: bytes | None, expected: bytes | None, rules: list[dict
       s1, s2 = _sheet(r["sheet_idx0"], rbook, ebook), _sheet(r["sheet_idx1"], rbook, ebook)
       precision = int(r.get("precision", 4))
       if s1 is None or s2 is None or _values(s1, precision) != _values(s2, precision):
+        return 0.0
+    elif r["type"] == "sheet_fuzzy":
+      s1, s2 = _sheet(r["sheet_idx0"], rbook, ebook), _sheet(r["sheet_idx1"], rbook, ebook)
+      if s1 is None or s2 is None or not all(_fuzzy_cells(s1, s2, rl) for rl in r["rules"]):
+        return 0.0
+    elif r["type"] == "freeze":
+      s1, s2 = _sheet(r["sheet_idx0"], rbook, ebook), _sheet(r["sheet_idx1"], rbook, ebook)
+      if s1 is None or s2 is None or s1.freeze_panes != s2.freeze_panes:
+        return 0.0
+    elif r["type"] == "zoom":
+      ws = _sheet(r["sheet_idx"], rbook, ebook)
+      if ws is None or not match_rule(ws.sheet_view.zoomScale or 100.0, r):
+        return 0.0
+    elif r["type"] == "check_cell":
+      ws = _sheet(r["sheet_idx"], rbook, ebook)
+      if ws is None or not all(match_rule(ws[r["coordinate"]].value, rule) for rule in r["props"].values()):
         return 0.0
     elif r["type"] in ("chart", "pivot_table"):
       if raw is None:
