@@ -26,6 +26,7 @@ from mage_jax.agent import apps, cgroup, sandbox as sb
 needs_desktop = pytest.mark.skipif(
     shutil.which("Xvfb") is None or shutil.which("openbox") is None, reason="no Xvfb/openbox (make system-apps)")
 MARKER = "/tmp/.wm_ran_this"
+XKM_DIR = "/var/lib/xkb"  # Debian's Xvfb writes compiled keymaps here when it may, else to /tmp
 
 
 def _desktop_sandbox():
@@ -131,6 +132,27 @@ def test_workload_cannot_make_the_window_manager_run_a_command():
     _close(box, desk)
 
 
+@needs_desktop
+@pytest.mark.skipif(shutil.which("setxkbmap") is None, reason="no setxkbmap")
+@pytest.mark.timeout(120)
+def test_x_server_compiles_keymaps_where_the_workload_cannot_reach():
+  """Xvfb writes a keymap the workload asks for to a file and reads it back: that file must be in
+  a directory only Xvfb sees (its compiled-in /var/lib/xkb on a tmpfs of its own), not /tmp."""
+  box, desk = _desktop_sandbox()
+  try:
+    xvfb = _service_processes(box)["Xvfb"]
+    with open(f"/proc/{xvfb}/mountinfo") as f:
+      xkm = [line.split() for line in f if line.split()[4] == XKM_DIR]
+    assert xkm and xkm[-1][-3] == "tmpfs" and " rw," in " " + xkm[-1][5] + ",", xkm
+    r = box.run(["/bin/sh", "-c", f"touch {XKM_DIR}/x 2>&1; ls -A {XKM_DIR}; "
+                 "DISPLAY=:0 setxkbmap -layout de && DISPLAY=:0 setxkbmap -query"], cwd="/")
+    out = r.stdout.decode()
+    assert "Read-only file system" in out and "server-" not in out, out
+    assert re.search(r"layout:\s+de", out), out + r.stderr.decode()  # the compile worked, privately
+  finally:
+    _close(box, desk)
+
+
 def _paths_in(values) -> set[str]:
   out = set()
   for v in values:
@@ -150,7 +172,8 @@ def test_workload_cannot_write_what_the_services_read():
   try:
     procs = _service_processes(box)
     assert {"Xvfb", "openbox"} <= set(procs), procs
-    paths = {"/tmp/.X11-unix", "/tmp/.X11-unix/X0", apps.FONTCONFIG_FILE, "/opt/mage_fontconfig_cache"}
+    paths = {"/tmp/.X11-unix", "/tmp/.X11-unix/X0", apps.FONTCONFIG_FILE, "/opt/mage_fontconfig_cache",
+             XKM_DIR}
     for name in ("Xvfb", "openbox"):
       paths |= _paths_in(_cmdline(procs[name])[1:] + list(_environ(procs[name]).values()))
     paths -= {"/usr/bin", "/bin", "/usr/sbin", "/usr/share"}  # the read-only system, bound from the host

@@ -47,6 +47,7 @@ def _get_socket(dname, protocol, host, dno):
 unix_connect.get_socket = _get_socket
 
 X_SOCKET_DIR = "/tmp/.X11-unix"  # where X clients look for display :0's socket
+XKM_DIR = "/var/lib/xkb"         # Xvfb's compiled-in output dir for keymaps (Debian)
 SCROLL_PIXELS_PER_CLICK = tools.SCROLL_PIXELS_PER_CLICK
 
 
@@ -74,8 +75,11 @@ class Desktop:
     # read-only once Xvfb made its socket, so the workload can't replace the socket the harness
     # (and every app) connects to.
     sandbox.service_dir(X_SOCKET_DIR)
+    # /var/lib/xkb private to Xvfb: it compiles keymaps there (else into the workload's /tmp)
+    # and reads them back, also when a client asks for a new keymap
     self._xvfb = sandbox.spawn_service(["Xvfb", ":0", "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp",
-                                        "-noreset"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                        "-noreset"], private_dirs=(XKM_DIR,),
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     sock = f"{sandbox.host_root}{X_SOCKET_DIR}/X0"
     deadline = time.monotonic() + 20
     while not os.path.exists(sock):

@@ -81,6 +81,10 @@ SERVICE_UID_LOCKS = "/run/mage_jax-service-uids"
 # The only places the workload can write; a service reads and execs nothing under them except
 # a directory the harness mounted and sealed read-only (`service_dir`), like the X socket's.
 WORKLOAD_WRITABLE = (HOME, "/tmp", "/dev/shm")
+# Empty, read-only directories in every sandbox where a service that must write (Xvfb compiles
+# keymaps into /var/lib/xkb, else into /tmp, and reads them back) gets a private tmpfs in a mount
+# namespace of its own (`spawn_service(private_dirs=...)`): nothing the workload can reach.
+SERVICE_PRIVATE_DIRS = ("/var/lib/xkb",)
 log = logging.getLogger(__name__)
 
 
@@ -341,6 +345,7 @@ class Sandbox:
             "--perms", "1777", "--size", str(c.shm_mb << 20), "--tmpfs", "/dev/shm",
             "--perms", "0755", "--dir", "/etc", "--perms", "0755", "--dir", "/opt",
             "--perms", "0755", "--dir", "/home", "--perms", "0755", "--dir", "/var",
+            *[a for d in SERVICE_PRIVATE_DIRS for a in ("--perms", "0755", "--dir", d)],
             "--perms", "1777", "--size", str(c.tmp_mb << 20), "--tmpfs", "/tmp",
             "--perms", "0700", "--size", str(c.home_mb << 20), "--tmpfs", HOME]
     for path in ("/etc/fonts", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
@@ -515,7 +520,7 @@ class Sandbox:
     return [*self._privileged_entry(shared, wd_fd), "--", self._bin["nsenter"],
             f"--user={self._fd_path(self._ns['user'])}", "--preserve-credentials", "--", *no_new_privs]
 
-  def _service_entry(self, wd_fd: int) -> list[str]:
+  def _service_entry(self, wd_fd: int, private_dirs: Sequence[str] = ()) -> list[str]:
     """The sandbox's mount/net/ipc/uts namespaces but not its pid or user namespace, so the
     workload can't see, signal or trace the process, and a pid namespace of the service's own,
     so nothing the service starts (openbox's actions, were one to run) can see, signal or trace
@@ -525,7 +530,8 @@ class Sandbox:
     namespace and the service get a parent-death signal (set by setpriv after the credential
     change, which would clear it): a harness process killed with SIGKILL left its X servers
     running for hours. The service is its namespace's init: when it dies, all it started dies."""
-    return [*self._privileged_entry(["mnt", "net", "ipc", "uts"], wd_fd), "--", *self._service_tail()]
+    return [*self._privileged_entry(["mnt", "net", "ipc", "uts"], wd_fd), "--",
+            *self._service_tail(private_dirs=private_dirs)]
 
   def service_argv_prefix(self, namespaces: Sequence[str], mount_proc: bool = False) -> list[str]:
     """For a service started beside the sandbox rather than in its filesystem (the web replica
@@ -539,11 +545,22 @@ class Sandbox:
     args += [f"{NSENTER_FLAG[n]}={self._fd_path(self._ns[n])}" for n in namespaces]
     return args + ["--", *self._service_tail(mount_proc)]
 
-  def _service_tail(self, mount_proc: bool = False) -> list[str]:
+  def _service_tail(self, mount_proc: bool = False, private_dirs: Sequence[str] = ()) -> list[str]:
     """unshare holding the service's own pid namespace (its own parent-death signal: it lives in
-    the host's pid namespace), then the credential drop and the service's parent-death signal."""
+    the host's pid namespace), then the credential drop and the service's parent-death signal.
+    `private_dirs` (from SERVICE_PRIVATE_DIRS): a mount namespace of the service's own too, with
+    a small tmpfs owned by the service on each, mounted before the credentials drop."""
+    unknown = set(private_dirs) - set(SERVICE_PRIVATE_DIRS)
+    if unknown:
+      raise ValueError(f"not a service-private directory: {sorted(unknown)} (see SERVICE_PRIVATE_DIRS)")
+    own_mounts = ["--mount", "--mount-proc"] if mount_proc else ["--mount"] if private_dirs else []
     holder = [self._bin["setpriv"], "--pdeathsig=KILL", "--", self._bin["unshare"], "--pid", "--fork",
-              "--kill-child", *(["--mount", "--mount-proc"] if mount_proc else []), "--"]
+              "--kill-child", *own_mounts, "--"]
+    if private_dirs:
+      owner = self.service_uid if self.mode == "root" else 0  # user mode: the outer namespace's root
+      script = " && ".join(f'{self._bin["mount"]} -t tmpfs -o size=4m,nr_inodes=256,mode=0700,uid={owner},'
+                           f'gid={owner},nosuid,nodev,noexec mage-private {d}' for d in private_dirs)
+      holder += [self._bin["sh"], "-c", script + ' && exec "$@"', "service-mounts"]
     if self.mode == "root":
       drop = [f"--reuid={self.service_uid}", f"--regid={self.service_uid}", "--clear-groups"]
     else:
@@ -642,13 +659,13 @@ class Sandbox:
     return self._popen(self._workload_entry, argv, env, cwd, popen, memory_cgroup)
 
   def spawn_service(self, argv: Sequence[str], *, env: dict[str, str] | None = None,
-                    **popen: Any) -> subprocess.Popen:
+                    private_dirs: Sequence[str] = (), **popen: Any) -> subprocess.Popen:
     """Starts a harness service (the X server, the window manager) on the sandbox's filesystem
     and network but out of the workload's reach (see _service_entry). Killed by `close()`.
     `env` defaults to the harness's own (PATH only): the workload's HOME is no service's."""
     env = dict(env if env is not None else HARNESS_ENV)
     self.check_service_paths(argv, env)
-    p = self._popen(self._service_entry, argv, env, "/", popen)
+    p = self._popen(lambda wd: self._service_entry(wd, private_dirs), argv, env, "/", popen)
     self._services.append(p)
     wait_forked(p)
     return p
