@@ -113,6 +113,21 @@ def test_openai_transcripts_without_action_or_think_import_every_step(transcript
   assert trained.startswith("<think>\nDone.\n</think>\n\nAction: Finish the task\n<tool_call>")
 
 
+def test_openai_content_parts_and_legacy_function_call():
+  from mage_jax.data.importers import chat
+  rec = {"messages": [
+      {"role": "user", "content": [{"type": "text", "text": "Show the date."}]},
+      {"role": "assistant", "content": [{"type": "text", "text": "Action: Print the date."}],
+       "function_call": {"name": "bash", "arguments": "{\"command\": \"date\"}"}},
+      {"role": "function", "name": "bash", "content": "Wed Dec  2"}]}
+  ep = chat.episode_from_messages(rec, episode_id="x")  # the result comes as role "function"
+  assert [(s.action, s.tool_call.arguments) for s in ep.steps] == [("Print the date.", {"command": "date"})]
+  assert ep.meta["filled"] == [{"step": 1, "think": "template"}]
+  rec["messages"][1]["content"].append({"type": "image_url", "image_url": {"url": "x.png"}})
+  with pytest.raises(tr.EpisodeError, match="must be text parts"):
+    chat.episode_from_messages(rec, episode_id="x")
+
+
 def test_transcript_switches_drop_final_text_and_skip_parallel_calls(transcripts, tmp_path):
   out = str(tmp_path / "chat.jsonl")
   report = import_data.import_file("messages", transcripts, out, progress=False,

@@ -26,7 +26,7 @@ from mage_jax.data.importers import fill, sources
 
 IMAGE_PLACEHOLDER = "<image>"
 _ROLE_ALIASES = {"human": "user", "gpt": "assistant", "function_call": "tool_call",
-                 "observation": "tool", "tool_response": "tool"}
+                 "observation": "tool", "tool_response": "tool", "function": "tool"}
 _INLINE_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 _THINK = re.compile(r"^\s*<think>(.*?)</think>", re.S)
 
@@ -116,8 +116,13 @@ PARALLEL_CALL_KIND = "parallel_calls"
 def _turn_text(msg: dict, where: str) -> tuple[str | None, str, list[dict]]:
   """(think or None, content without think/inline calls, inline calls) of an assistant message."""
   content = msg.get("content", msg.get("value")) or ""
+  if isinstance(content, list):  # OpenAI content parts: an assistant turn holds text parts only
+    if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+               for p in content):
+      raise _bad(f"{where}.content: an assistant turn's content parts must be text parts")
+    content = "".join(p["text"] for p in content)
   if not isinstance(content, str):
-    raise _bad(f"{where}.content: expected a string")
+    raise _bad(f"{where}.content: expected a string or a list of text parts")
   think = msg.get("reasoning_content")
   if think is not None and not isinstance(think, str):
     raise _bad(f"{where}.reasoning_content: expected a string")
@@ -181,6 +186,9 @@ def _turn_calls(norm: list, i: int, where: str) -> tuple[int, dict, list[dict], 
     raise _bad(f"{where}.tool_calls: expected a list")
   calls = [_call_from(c, f"{where}.tool_calls[{k}]") for k, c in enumerate(raw)]
   ids = [c.get("id") if isinstance(c, dict) else None for c in raw]
+  if msg.get("function_call") is not None:  # the OpenAI API's older single-call field
+    calls.append(_call_from(msg["function_call"], f"{where}.function_call"))
+    ids.append(None)
   if role == "tool_call":
     calls.append(_call_from(m.get("content", m.get("value")), where))
     ids.append(None)
