@@ -565,3 +565,35 @@ def test_compare_table_sheet_fuzzy_rule():
   assert f(_book([["Apple", "y"], ["x", "y"]]), _book([["Apple Inc", "y"], ["x", "y"]]), rules=rule(type="includes")) == 0.0
   assert f(_book([["colour", "y"], ["x", "y"]]), _book([["color", "y"], ["x", "y"]]), rules=rule(type="fuzzy_match")) == 1.0
   assert f(_book([["red", "y"], ["x", "y"]]), _book([["blue", "y"], ["x", "y"]]), rules=rule(type="fuzzy_match")) == 0.0
+
+
+def test_check_json_compare_config_and_bookmarks():
+  c = rule_metrics.check_json
+  xul = json.dumps({"messenger": {"folderTree": {"mode": "smart,favorite"}}, "n": 3}).encode()
+  expect = lambda **r: {"expect": [{"key": ["messenger", "folderTree", "mode"], "method": "re", "ref": r"\bsmart\b", **r}]}
+  assert c(xul, expect()) == 1.0
+  assert c(xul, expect(ref=r"\ball\b")) == 0.0
+  assert c(xul, {"expect": [{"key": ["missing"], "method": "eq", "ref": 1}]}) == 0.0
+  assert c(xul, {"expect": [], "unexpect": [{"key": ["n"], "method": "ge", "ref": 3}]}) == 0.0
+  assert c(xul, {"expect": [], "unexpect": [{"key": ["gone"], "method": "eq", "ref": 3}]}) == 1.0
+  assert c(b"{not json", expect()) == 0.0
+  assert rule_metrics.compare_config(b"[ui]\ntheme=dark\n", {"expected": "[ui]\ntheme=dark\n"}) == 1.0
+  assert rule_metrics.compare_config(b"[ui]\ntheme=light\n", {"expected": "[ui]\ntheme=dark\n"}) == 0.0
+  roots = {"bookmark_bar": {"children": [
+      {"type": "folder", "name": "Favorites", "children": []},
+      {"type": "folder", "name": "Liked Authors", "children": [{"type": "url", "url": "https://a.org"},
+                                                               {"type": "url", "url": "https://b.org/me"}]},
+      {"type": "url", "name": "News", "url": "https://news.example"}]}}
+  b = rule_metrics.is_expected_bookmarks
+  assert b(roots, {"type": "bookmark_bar_folders_names", "names": ["Liked Authors", "Favorites"]}) == 1.0
+  assert b(roots, {"type": "bookmark_bar_folders_names", "names": ["Favorites"]}) == 0.0
+  assert b(roots, {"type": "bookmark_bar_websites_urls", "urls": ["https://news.example"]}) == 1.0
+  liked = {"type": "liked_authors_websites_urls", "urls": ["https://a.org", ["https://b.org", "https://b.org/me"]]}
+  assert b(roots, liked) == 1.0
+  assert b(roots, {**liked, "urls": ["https://a.org", "https://b.org"]}) == 0.0
+  assert b([], liked) == 0.0
+  ctx = _Ctx({task_types.CHROME_BOOKMARKS: json.dumps({"roots": roots}).encode()})
+  assert task_types.get(ctx, {"type": "bookmarks"}) == roots and task_types.get(_Ctx(), {"type": "bookmarks"}) == []
+  t = _task("y")
+  t["evaluator"].update(func="check_json", options={"is_yaml": True})
+  assert any("is_yaml" in r for r in importer.convert(t, "x/y.json").reasons)

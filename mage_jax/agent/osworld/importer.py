@@ -164,6 +164,8 @@ def _cloud_file(spec: dict, key: str, res: Result, cache: cache_lib.Cache) -> di
 
 def _metric_reasons(func: str, options: dict) -> list[str]:
   """Options of a supported metric that we don't implement (so the task would be scored wrongly)."""
+  if func == "check_json" and options.get("is_yaml"):
+    return ["evaluator: check_json with is_yaml (YAML is not a dependency here)"]
   if func == "compare_table":
     rules = options.get("rules") or []
     return [f"evaluator: compare_table rule {r.get('type')!r} is not supported (only {table_metrics.SUPPORTED_RULES})"

@@ -13,6 +13,15 @@
                              one tab after the normalisation above
   check_csv                  a CSV file's rows (by header): each rules.expect {column: value} matches some
                              row, no rules.unexpect pattern matches any
+  check_json                 a JSON file: each rules.expect {key: [path...], method, ref} reaches its value
+                             (a missing key fails) and it matches the value rule
+                             (table_metrics.match_rule); no rules.unexpect one matches. (OSWorld's
+                             is_yaml option is refused at import: YAML is not a dependency here.)
+  compare_config             the file's whole text equals rules.expected
+  is_expected_bookmarks      Chromium's bookmark roots: rules.type bookmark_bar_folders_names (the bar's
+                             folder names as a set), bookmark_bar_websites_urls (the bar's URLs as a set),
+                             liked_authors_websites_urls (the "Liked Authors" folder's URLs equal one
+                             choice per rules.urls entry, a string or a list of alternatives)
   is_extension_installed     rules {type: contain | not_contain, expected}: a substring of the output
   check_config_status        a GIMP-style config file `(key ... value)` lines: one line whose first
                              item is rules.key (or whose first two are the two keys of a list) and whose
@@ -94,6 +103,63 @@ def check_csv(result: Any, rules: dict, **_) -> float:
   match = lambda pattern, row: all(k in row and row[k] == v for k, v in pattern.items())
   return float(all(any(match(p, r) for r in rows) for p in rules.get("expect", []))
                and not any(match(p, r) for p in rules.get("unexpect", []) for r in rows))
+
+
+def check_json(result: Any, rules: dict, **_) -> float:
+  from mage_jax.agent.osworld.table_metrics import match_rule
+  text = _text(result)
+  if text is None:
+    return 0.0
+  try:
+    data = json.loads(text)
+  except json.JSONDecodeError:
+    return 0.0
+
+  def reach(path):
+    value = data
+    for k in path:
+      value = value[k]
+    return value
+  for r in rules.get("expect", []):
+    try:
+      value = reach(r["key"])
+    except (KeyError, IndexError, TypeError):
+      return 0.0
+    if not match_rule(value, r):
+      return 0.0
+  for r in rules.get("unexpect", []):
+    try:
+      value = reach(r["key"])
+    except (KeyError, IndexError, TypeError):
+      value = None
+    if match_rule(value, r):
+      return 0.0
+  return 1.0
+
+
+def compare_config(result: Any, rules: dict, **_) -> float:
+  text = _text(result)
+  return float(bool(text) and text == rules["expected"])
+
+
+def is_expected_bookmarks(result: Any, rules: dict, **_) -> float:
+  import itertools
+  if not result:
+    return 0.0
+  bar = (result.get("bookmark_bar") or {}).get("children", [])
+  t = rules["type"]
+  if t == "bookmark_bar_folders_names":
+    return float({b.get("name") for b in bar if b.get("type") == "folder"} == set(rules["names"]))
+  if t == "bookmark_bar_websites_urls":
+    return float({b.get("url") for b in bar if b.get("type") == "url"} == set(rules["urls"]))
+  if t == "liked_authors_websites_urls":
+    folder = next((b for b in bar if b.get("type") == "folder" and b.get("name") == "Liked Authors"), None)
+    if folder is None:
+      return 0.0
+    urls = {b.get("url") for b in folder.get("children", []) if b.get("type") == "url"}
+    choices = [[u] if isinstance(u, str) else u for u in rules["urls"]]
+    return float(any(set(c) == urls for c in itertools.product(*choices)))
+  raise ValueError(f"is_expected_bookmarks: unknown rule type {t!r}")
 
 
 def is_extension_installed(result: Any, rules: dict, **_) -> float:

@@ -31,6 +31,7 @@ from mage_jax.agent.sandbox import Unreadable, sandbox_env
 from mage_jax.agent.tasks import checkers, preparers
 
 CHROME_PREFS = "/home/user/.config/chromium/Default/Preferences"
+CHROME_BOOKMARKS = "/home/user/.config/chromium/Default/Bookmarks"
 POSTCONFIG_SLEEP_CAP = 2.0   # s; the checker runs on every score (gates score an episode ~6 times)
 HOTKEY_SETTLE = 2.0   # s after a postconfig hotkey (a save) before the file is read
 
@@ -73,7 +74,7 @@ CONFIG_FILES: dict[str, Callable[[dict], str]] = {
 TAB_GETTERS = ("active_tab_info", "active_url_from_accessTree", "active_tab_url_parse", "active_tab_html_parse",
                "open_tabs_info", "url_dashPart")
 GETTERS = ("vm_command_line", "vm_terminal_output", "vm_file", "list_directory", "rule", "rule_relativeTime",
-           "cloud_file", "cache_file") + tuple(CHROME_GETTERS) + tuple(CONFIG_FILES) + TAB_GETTERS
+           "cloud_file", "cache_file", "bookmarks") + tuple(CHROME_GETTERS) + tuple(CONFIG_FILES) + TAB_GETTERS
 
 
 def _package_file(ctx, src: str) -> bytes:
@@ -114,6 +115,9 @@ def get(ctx, spec: dict | None, scratch: dict[str, bytes] | None = None) -> Any:
     return ctx.list_dir(spec["path"])
   if t in CHROME_GETTERS:
     return CHROME_GETTERS[t](_prefs(ctx))
+  if t == "bookmarks":   # OSWorld: the roots of Chrome's Bookmarks file, [] when there is none
+    data = ctx.read_file(CHROME_BOOKMARKS)
+    return json.loads(data).get("roots", {}) if data else []
   if t in CONFIG_FILES:
     return ctx.read_file(CONFIG_FILES[t](spec))
   if t in TAB_GETTERS:
@@ -159,14 +163,15 @@ for _module, _names in ((table_metrics, ("compare_table",)), (document_metrics, 
                                             "compare_docx_tables", "compare_line_spacing", "check_structure_sim")),
                         (rule_metrics, ("check_direct_json_object", "is_expected_url_pattern_match", "is_expected_active_tab",
                                         "is_extension_installed", "check_config_status", "is_expected_tabs",
-                                        "check_csv"))):
+                                        "check_csv", "check_json", "compare_config", "is_expected_bookmarks"))):
   METRICS.update({n: getattr(_module, n) for n in _names})
 INFEASIBLE = "infeasible"   # OSWorld's marker for a task the agent should refuse (no metric runs)
 # metrics whose result is a file: their checks count as reading files; the rest read command output
 NEEDS_FILE = {"file_contains", "check_line_number", "compare_text_file", "compare_csv", "compare_table",
               "check_json_settings", "compare_font_names", "is_first_line_centered", "check_list",
               "compare_docx_files", "compare_pptx_files", "compare_pdfs", "compare_images", "check_config_status",
-              "compare_docx_tables", "compare_line_spacing", "check_structure_sim", "check_csv"}
+              "compare_docx_tables", "compare_line_spacing", "check_structure_sim", "check_csv", "check_json",
+              "compare_config"}
 
 
 def _postconfig(ctx, steps: list[dict]) -> dict[str, bytes]:
