@@ -597,3 +597,36 @@ def test_check_json_compare_config_and_bookmarks():
   t = _task("y")
   t["evaluator"].update(func="check_json", options={"is_yaml": True})
   assert any("is_yaml" in r for r in importer.convert(t, "x/y.json").reasons)
+
+
+def test_check_thunderbird_prefs():
+  prefs = (b'// Mozilla User Preferences\nuser_pref("mail.identity.id1.auto_quote", false);\n'
+           b'user_pref("mail.identity.id1.htmlSigText", "Anonym\\nXYZ Lab");\n')
+  f = rule_metrics.check_thunderbird_prefs
+  assert f(prefs, {"expect": {"mail.identity.id1.auto_quote": {"method": "eq", "ref": False}}}) == 1.0
+  assert f(prefs, {"expect": {"mail.identity.id1.htmlSigText": {"method": "re.S", "ref": "Anonym.+XYZ Lab"}}}) == 1.0
+  assert f(prefs, {"expect": {"mail.identity.id1.auto_quote": {"method": "eq", "ref": True}}}) == 0.0
+  assert f(prefs, {"expect": {"absent.key": {"method": "eq", "ref": 1}}}) == 0.0
+  assert f(prefs, {"unexpect": {"mail.identity.id1.auto_quote": {"method": "eq", "ref": False}}}) == 0.0
+
+
+@pytest.mark.timeout(180)
+def test_close_window_closes_the_named_window_on_a_real_desktop():
+  from _agent_helpers import SANDBOX_REASON, local_env
+  if SANDBOX_REASON is not None:
+    pytest.skip(f"sandbox unavailable: {SANDBOX_REASON}")
+  from mage_jax.agent import apps
+  from mage_jax.agent.tasks.package import package_from_dict
+  task = package_from_dict({"id": "t", "kind": "gui", "instruction": "x", "checker": {"type": "file_exists", "path": "o"},
+                            "setup": [{"type": "app", "config": {"kind": "form", "name": "form", "out": "/home/user/o.json",
+                                                                 "fields": ["A"]}}]})
+  env = local_env()
+  try:
+    env.reset(task)
+    (cls, title, _), = [w for w in apps.client_windows(env.desktop) if w[1]]
+    assert task_types.close_window(env.desktop, "no such window", strict=True, by_class=False) == 0
+    assert task_types.close_window(env.desktop, title[:-1], strict=True, by_class=False) == 0   # strict: whole title
+    assert task_types.close_window(env.desktop, cls.replace(" ", "."), strict=True, by_class=True) == 1
+    assert not [w for w in apps.client_windows(env.desktop) if w[1] == title]
+  finally:
+    env.close()

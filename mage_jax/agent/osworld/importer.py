@@ -223,6 +223,8 @@ def _checker(ev: dict, res: Result, cache: cache_lib.Cache) -> dict | None:
     elif t == "download":   # an evaluation script, written into the sandbox just before the metrics
       post += [{"type": "file", "path": path, "src": src}
                for path, src in _cached_files(params, f"evaluator.postconfig[{j}]: download", "files/post", res, cache)]
+    elif t == "close_window":
+      post.append(step)
     elif t == "activate_window":
       res.notes.append(f"evaluator.postconfig[{j}]: dropped activate_window")
     else:

@@ -22,6 +22,9 @@
                              folder names as a set), bookmark_bar_websites_urls (the bar's URLs as a set),
                              liked_authors_websites_urls (the "Liked Authors" folder's URLs equal one
                              choice per rules.urls entry, a string or a list of alternatives)
+  check_thunderbird_prefs    a prefs.js (`user_pref("key", JSON value);` lines): every rules.expect
+                             {key: value rule} key is present with a matching value, no rules.unexpect
+                             {key: value rule} matches
   is_extension_installed     rules {type: contain | not_contain, expected}: a substring of the output
   check_config_status        a GIMP-style config file `(key ... value)` lines: one line whose first
                              item is rules.key (or whose first two are the two keys of a list) and whose
@@ -160,6 +163,31 @@ def is_expected_bookmarks(result: Any, rules: dict, **_) -> float:
     choices = [[u] if isinstance(u, str) else u for u in rules["urls"]]
     return float(any(set(c) == urls for c in itertools.product(*choices)))
   raise ValueError(f"is_expected_bookmarks: unknown rule type {t!r}")
+
+
+_PREF = re.compile(r'^user_pref\("(?P<key>(?:[^"]|\\")+)", (?P<val>.+)\);$')
+
+
+def check_thunderbird_prefs(result: Any, rules: dict, **_) -> float:
+  from mage_jax.agent.osworld.table_metrics import match_rule
+  text = _text(result)
+  if text is None:
+    return 0.0
+  expect, unexpect = rules.get("expect", {}), rules.get("unexpect", {})
+  seen = {k: False for k in expect}
+  for line in text.splitlines():
+    m = _PREF.match(line.strip())
+    if m is None:
+      continue
+    try:
+      value = json.loads(m["val"])
+    except json.JSONDecodeError:
+      continue
+    if m["key"] in expect:
+      seen[m["key"]] = match_rule(value, expect[m["key"]])
+    elif m["key"] in unexpect and match_rule(value, unexpect[m["key"]]):
+      return 0.0
+  return float(all(seen.values()))
 
 
 def is_extension_installed(result: Any, rules: dict, **_) -> float:

@@ -163,7 +163,8 @@ for _module, _names in ((table_metrics, ("compare_table",)), (document_metrics, 
                                             "compare_docx_tables", "compare_line_spacing", "check_structure_sim")),
                         (rule_metrics, ("check_direct_json_object", "is_expected_url_pattern_match", "is_expected_active_tab",
                                         "is_extension_installed", "check_config_status", "is_expected_tabs",
-                                        "check_csv", "check_json", "compare_config", "is_expected_bookmarks"))):
+                                        "check_csv", "check_json", "compare_config", "is_expected_bookmarks",
+                                        "check_thunderbird_prefs"))):
   METRICS.update({n: getattr(_module, n) for n in _names})
 INFEASIBLE = "infeasible"   # OSWorld's marker for a task the agent should refuse (no metric runs)
 # metrics whose result is a file: their checks count as reading files; the rest read command output
@@ -171,7 +172,7 @@ NEEDS_FILE = {"file_contains", "check_line_number", "compare_text_file", "compar
               "check_json_settings", "compare_font_names", "is_first_line_centered", "check_list",
               "compare_docx_files", "compare_pptx_files", "compare_pdfs", "compare_images", "check_config_status",
               "compare_docx_tables", "compare_line_spacing", "check_structure_sim", "check_csv", "check_json",
-              "compare_config"}
+              "compare_config", "check_thunderbird_prefs"}
 
 
 def _postconfig(ctx, steps: list[dict]) -> dict[str, bytes]:
@@ -188,6 +189,9 @@ def _postconfig(ctx, steps: list[dict]) -> dict[str, bytes]:
       if desktop is not None:
         pyautogui_steps.run(desktop, step["actions"])
         time.sleep(HOTKEY_SETTLE)
+    elif step["type"] == "close_window":   # e.g. Thunderbird, so it writes its prefs before they are read
+      if desktop is not None:
+        close_window(desktop, p["window_name"], bool(p.get("strict")), bool(p.get("by_class")))
     elif step["type"] == "sleep":   # OSWorld waits for its VM; a local sandbox settles in far less
       time.sleep(min(float(p["seconds"]), POSTCONFIG_SLEEP_CAP))
     elif step["type"] == "file":   # a cached download (an evaluation script) written into the sandbox
@@ -197,6 +201,34 @@ def _postconfig(ctx, steps: list[dict]) -> dict[str, bytes]:
       if p.get("stdout"):
         scratch[p["stdout"]] = out.encode()
   return scratch
+
+
+CLOSE_WAIT = 10.0   # s for a closed window's app to go (Thunderbird saves its prefs on the way out)
+
+
+def close_window(desktop, name: str, strict: bool, by_class: bool) -> int:
+  """OSWorld's close_window: asks the window manager to close (EWMH _NET_CLOSE_WINDOW, the app gets
+  WM_DELETE_WINDOW and quits its own way) every window whose title, or WM_CLASS "instance.Class" when
+  by_class, equals `name` (strict) or contains it; waits until they are gone. Returns how many."""
+  from Xlib import X
+  from Xlib.protocol import event
+  from mage_jax.agent import apps
+
+  def matches():
+    key = name.lower().replace(".", " ") if by_class else name
+    return [w for cls, title, w in apps.client_windows(desktop)
+            if (cls if by_class else title) == key or (not strict and key in (cls if by_class else title))]
+  d = desktop.display
+  wins = matches()
+  for w in wins:
+    ev = event.ClientMessage(window=w, client_type=d.intern_atom("_NET_CLOSE_WINDOW"),
+                             data=(32, [X.CurrentTime, 2, 0, 0, 0]))
+    desktop.root.send_event(ev, event_mask=X.SubstructureRedirectMask | X.SubstructureNotifyMask)
+  d.sync()
+  deadline = time.monotonic() + CLOSE_WAIT
+  while wins and matches() and time.monotonic() < deadline:
+    time.sleep(0.1)
+  return len(wins)
 
 
 def combine(scores: list[float], conj: str) -> float:
