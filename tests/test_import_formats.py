@@ -107,10 +107,16 @@ def test_openai_transcripts_without_action_or_think_import_every_step(transcript
   assert swift.meta["filled"][0] == {"step": 1, "action": "template"}
   assert report["steps"] == 12 * 2 + 4 + 2 + 2 and report["steps_filled"] == 12 * 2 + 4 + 2 + 2
   assert report["filled"] == {"action:template": 31, "think:template": 12 + 3 + 1}  # parallel step 1 has its line
-  # The filled Action line is what the step trains on.
-  [_, s2] = render.Renderer(render.RenderConfig(prompt_variants=False)).render_episode(plain[0])
-  trained = render.Renderer().tok.decode(s2.tokens[s2.loss_mask])
-  assert trained.startswith("<think>\nDone.\n</think>\n\nAction: Finish the task\n<tool_call>")
+  # The filled Action line is what the step trains on; a template think body is masked from the
+  # loss (its tags stay trained) unless mask_template_think=False; the source's think is trained.
+  tok = render.Renderer().tok
+  [s1, s2] = render.Renderer(render.RenderConfig(prompt_variants=False)).render_episode(plain[0])
+  assert tok.decode(s1.tokens[s1.loss_mask]).startswith("<think></think>\n\nAction: Run `ls ~` in the shell\n")
+  assert tok.decode(s2.tokens[s2.loss_mask]).startswith(
+      "<think>\nDone.\n</think>\n\nAction: Finish the task\n<tool_call>")
+  [u1, _] = render.Renderer(render.RenderConfig(prompt_variants=False, mask_template_think=False)
+                            ).render_episode(plain[0])
+  assert tok.decode(u1.tokens[u1.loss_mask]).startswith("<think>\nTask: List the files")
 
 
 def test_openai_content_parts_and_legacy_function_call():

@@ -59,6 +59,7 @@ def default_data_config() -> ml_collections.ConfigDict:
   c.render.full_responses = 4
   c.render.visual_turns = 3
   c.render.mask_think_body = False  # selective <think> body masking (stage 1)
+  c.render.mask_template_think = True  # mask think bodies an importer's template wrote (meta.filled)
   c.render.train_all_turns = False  # train every assistant turn in the window, not only a_t
   c.render.prompt_variants = True   # prompt decoupling: draw a system-prompt phrasing per sample
   c.render.seed = 0

@@ -32,6 +32,7 @@ import numpy as np
 from mage_jax.actions import schema as tools
 from mage_jax.data import images, prompts, tokenizer as tok_lib
 from mage_jax.data import trajectory as tr
+from mage_jax.data.importers import fill
 
 TOO_LONG = "too_long"
 MAX_REPORTED_ITEMS = 1000  # skipped-sample descriptions kept in a report (all are counted)
@@ -53,6 +54,9 @@ class RenderConfig:
   visual_turns: int = 3             # V: observations (counting o_t) that show their screenshot
   train_all_turns: bool = False     # train every assistant turn in the window, not only a_t
   mask_think_body: bool = False     # stage 1: mask the <think> body, keep the tags trained
+  # Mask the <think> body of steps whose think an importer's template wrote (meta["filled"]):
+  # it is boilerplate from the call, not reasoning worth imitating (docs/data.md, Filled fields).
+  mask_template_think: bool = True
   prompt_variants: bool = True      # prompt decoupling: draw a system-prompt phrasing per sample
   system_prompts: tuple[str, ...] = prompts.SYSTEM_PROMPTS
   seed: int = 0
@@ -258,6 +262,8 @@ class _EpisodeCache:
 
   def __init__(self, r: Renderer, ep: tr.Episode):
     self.r, self.ep = r, ep
+    self._template_think = {m.get("step") for m in ep.meta.get(fill.FILLED_KEY) or []
+                            if isinstance(m, dict) and m.get("think") == fill.TEMPLATE}
     self._assistant: dict[tuple, tuple[np.ndarray, np.ndarray | None]] = {}
     self._tool: dict[tuple, np.ndarray] = {}
     self._user: dict[tuple, np.ndarray] = {}
@@ -336,7 +342,7 @@ class _EpisodeCache:
       if trained:
         mask = np.zeros(len(ids), bool)
         mask[len(head):len(head) + len(body) + 1] = True  # content + <|im_end|>
-        if self.r.cfg.mask_think_body:
+        if self.r.cfg.mask_think_body or (self.r.cfg.mask_template_think and j in self._template_think):
           open_at = len(head) + int(np.argmax(body == tok_lib.THINK_ID))
           close_at = len(head) + int(np.argmax(body == tok_lib.END_THINK_ID))
           mask[open_at + 1:close_at] = False  # keep <think> and </think>, mask what's between
