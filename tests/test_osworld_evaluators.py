@@ -630,3 +630,30 @@ def test_close_window_closes_the_named_window_on_a_real_desktop():
     assert not [w for w in apps.client_windows(env.desktop) if w[1] == title]
   finally:
     env.close()
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="chromium not installed (make system-deps)")
+def test_tab_getters_read_the_sandboxed_chromium_through_its_devtools_port(tmp_path):
+  """The whole path: the osworld_browser preparer starts Chromium in the episode sandbox with the
+  DevTools port, and the checker's getters run devtools.py inside that sandbox to read the tabs."""
+  from _agent_helpers import SANDBOX_REASON, local_env
+  if SANDBOX_REASON is not None:
+    pytest.skip(f"sandbox unavailable: {SANDBOX_REASON}")
+  from mage_jax.agent.tasks.package import package_from_dict
+  page = "data:text/html,<title>Flights</title><p class='city'>Oslo</p>"
+  task = package_from_dict({"id": "t", "kind": "gui", "instruction": "x", "checker": {"type": "file_exists", "path": "o"},
+                            "setup": [{"type": "osworld_browser", "urls": [page]}]})
+  env = local_env()
+  try:
+    env.reset(task)
+    info = task_types.get(env, {"type": "active_tab_info"})
+    assert info["title"] == "Flights" and info["url"] == page and "Oslo" in info["content"]
+    assert task_types.get(env, {"type": "active_tab_html_parse", "category": "class", "class_singleObject": {"city": "c"}}) == {"c": "Oslo"}
+    spec = {"type": "osworld", "metrics": [{"func": "is_expected_url_pattern_match", "result": {"type": "active_tab_info"},
+                                            "expected": {"type": "rule", "rules": {"expected": ["Oslo"]}}}]}
+    assert task_types.score(env, spec) == 1.0
+    spec["metrics"][0]["expected"]["rules"]["expected"] = ["Paris"]
+    assert task_types.score(env, spec) == 0.0
+  finally:
+    env.close()
