@@ -657,3 +657,32 @@ def test_tab_getters_read_the_sandboxed_chromium_through_its_devtools_port(tmp_p
     assert task_types.score(env, spec) == 0.0
   finally:
     env.close()
+
+
+def _zip(files):
+  buf = io.BytesIO()
+  with zipfile.ZipFile(buf, "w") as z:
+    for name, data in files.items():
+      z.writestr(name, data)
+  return buf.getvalue()
+
+
+def test_compare_archive():
+  f = task_types.METRICS["compare_archive"]
+  slides = {"lecture/a.pdf": _pdf("Week one"), "lecture/b.pdf": _pdf("Week two"), "other.txt": b"x"}
+  assert f(_zip(slides), _zip(slides), file_path="lecture", file_type="pdf") == 1.0
+  assert f(_zip({**slides, "lecture/b.pdf": _pdf("Totally unrelated text here")}), _zip(slides),
+           file_path="lecture", file_type="pdf") < 1.0
+  assert f(_zip({"lecture/a.pdf": _pdf("Week one")}), _zip(slides), file_path="lecture", file_type="pdf") == 0.0
+  import tarfile
+  buf = io.BytesIO()
+  with tarfile.open(fileobj=buf, mode="w") as t:
+    info = tarfile.TarInfo("notes.txt")
+    info.size = 3
+    t.addfile(info, io.BytesIO(b"hi\n"))
+  assert f(buf.getvalue(), _zip({"notes.txt": b"hi\n"})) == 1.0                # text by default, tar vs zip
+  assert f(_zip({"notes.txt": b"ho\n"}), _zip({"notes.txt": b"hi\n"})) == 0.0
+  assert f(b"not an archive", _zip({"notes.txt": b"hi\n"})) == 0.0
+  t = _task("z")
+  t["evaluator"].update(func="compare_archive", options={"file_type": "audio"})
+  assert any("compare_archive of 'audio'" in r for r in importer.convert(t, "x/z.json").reasons)

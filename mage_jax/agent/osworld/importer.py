@@ -30,7 +30,7 @@ import shlex
 import shutil
 from typing import Any
 
-from mage_jax.agent.osworld import cache as cache_lib, pyautogui_steps, table_metrics, task_types
+from mage_jax.agent.osworld import archive_metrics, cache as cache_lib, pyautogui_steps, table_metrics, task_types
 
 CHROME = ("google-chrome", "chromium", "chromium-browser", "google-chrome-stable")
 _SUDO = re.compile(r"echo\s+'?password'?\s*\|\s*sudo\s+-S\s+|\bsudo\s+(-S\s+)?")
@@ -164,6 +164,8 @@ def _cloud_file(spec: dict, key: str, res: Result, cache: cache_lib.Cache) -> di
 
 def _metric_reasons(func: str, options: dict) -> list[str]:
   """Options of a supported metric that we don't implement (so the task would be scored wrongly)."""
+  if func == "compare_archive" and options.get("file_type", "text") not in archive_metrics.FILE_TYPES:
+    return [f"evaluator: compare_archive of {options.get('file_type')!r} files is not supported"]
   if func == "check_json" and options.get("is_yaml"):
     return ["evaluator: check_json with is_yaml (YAML is not a dependency here)"]
   if func == "compare_table":

@@ -25,7 +25,7 @@ import subprocess
 import time
 from typing import Any, Callable
 
-from mage_jax.agent.osworld import (browser_getters, document_metrics, pyautogui_steps, relative_time, rule_metrics,
+from mage_jax.agent.osworld import (archive_metrics, browser_getters, document_metrics, pyautogui_steps, relative_time, rule_metrics,
                                     table_metrics)
 from mage_jax.agent.sandbox import Unreadable, sandbox_env
 from mage_jax.agent.tasks import checkers, preparers
@@ -166,13 +166,14 @@ for _module, _names in ((table_metrics, ("compare_table",)), (document_metrics, 
                                         "check_csv", "check_json", "compare_config", "is_expected_bookmarks",
                                         "check_thunderbird_prefs"))):
   METRICS.update({n: getattr(_module, n) for n in _names})
+METRICS["compare_archive"] = lambda r, e, **o: archive_metrics.compare_archive(r, e, METRICS, **o)
 INFEASIBLE = "infeasible"   # OSWorld's marker for a task the agent should refuse (no metric runs)
 # metrics whose result is a file: their checks count as reading files; the rest read command output
 NEEDS_FILE = {"file_contains", "check_line_number", "compare_text_file", "compare_csv", "compare_table",
               "check_json_settings", "compare_font_names", "is_first_line_centered", "check_list",
               "compare_docx_files", "compare_pptx_files", "compare_pdfs", "compare_images", "check_config_status",
               "compare_docx_tables", "compare_line_spacing", "check_structure_sim", "check_csv", "check_json",
-              "compare_config", "check_thunderbird_prefs"}
+              "compare_config", "check_thunderbird_prefs", "compare_archive"}
 
 
 def _postconfig(ctx, steps: list[dict]) -> dict[str, bytes]:
