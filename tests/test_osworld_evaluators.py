@@ -686,3 +686,22 @@ def test_compare_archive():
   t = _task("z")
   t["evaluator"].update(func="compare_archive", options={"file_type": "audio"})
   assert any("compare_archive of 'audio'" in r for r in importer.convert(t, "x/z.json").reasons)
+
+
+def test_compare_table_sheet_print_reads_the_csv_exports():
+  rules = [{"type": "sheet_print", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1"}]
+  f = table_metrics.compare_table
+  book = _book([["1.5", "x"]])
+  names = dict(result_csv_sheets=["Sheet1"], expected_csv_sheets=["Sheet1"])
+  assert f([book, b"1.5,x\n\n"], [book, b"1.5,x\n"], rules=rules, **names) == 1.0
+  assert f([book, b"1,5,x\n"], [book, b"1.5,x\n"], rules=rules, **names) == 0.0          # printed with a comma
+  assert f([book, b"A,x\n"], [book, b"a,x\n"], rules=[{**rules[0], "ignore_case": True}], **names) == 1.0
+  assert f([book, None], [book, b"1.5,x\n"], rules=rules, **names) == 0.0               # no export written
+  assert table_metrics.csv_sheet("Set_Dot.xlsx", "Set_Dot-Sheet1.csv") == "Sheet1"
+  t = _task("p")
+  t["evaluator"].update(result={"type": "vm_file", "multi": True, "path": ["/home/user/B.xlsx", "/home/user/B-Sheet1.csv"],
+                                "dest": ["B.xlsx", "B-Sheet1.csv"]}, options={"rules": rules})
+  m = importer.convert(t, "libreoffice_calc/p.json", None)
+  assert not any("sheet_print" in r for r in m.reasons)
+  assert importer._checker(t["evaluator"], importer.Result("p", "s"), importer.cache_lib.Cache(None))["metrics"][0][
+      "options"]["result_csv_sheets"] == ["Sheet1"]

@@ -179,7 +179,7 @@ def test_a_few_tasks_per_domain_import_with_their_files_cached(tmp_path):
   assert {r["id"] for r in full["imported"]} == no_download | needs_files
   refused = {os.path.basename(os.path.dirname(r["source"])): r["reasons"] for r in full["refused"]}
   assert set(refused) == {"libreoffice_calc", "libreoffice_impress", "vs_code", "chrome"}
-  assert any("rule 'sheet_print'" in r for r in refused["libreoffice_calc"])
+  assert any("rule 'style'" in r for r in refused["libreoffice_calc"])
   assert any("check_presenter_console_disable" in r for r in refused["libreoffice_impress"])
   assert any("VS Code" in r for r in refused["vs_code"]) and any("chrome_close_tabs" in r for r in refused["chrome"])
   assert full["by_domain"]["vlc"] == {"imported": 2, "refused": 0}

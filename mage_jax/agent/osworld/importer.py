@@ -203,7 +203,13 @@ def _checker(ev: dict, res: Result, cache: cache_lib.Cache) -> dict | None:
         elif t not in task_types.GETTERS:
           res.reasons.append(f"evaluator.{key}: unsupported getter {t!r}")
       specs[key] = spec
-    metrics.append({"func": func, "result": specs["result"], "expected": specs["expected"], "options": options[i] or {}})
+    opts = dict(options[i] or {})
+    if func == "compare_table":   # OSWorld's multi getters give [workbook, <book>-<sheet>.csv ...]: name the sheets
+      for key in ("result", "expected"):
+        names = (specs[key] or {}).get("dest") or (specs[key] or {}).get("path") if isinstance(specs[key], dict) else None
+        if isinstance(names, list) and len(names) > 1:
+          opts[f"{key}_csv_sheets"] = [table_metrics.csv_sheet(str(names[0]), str(n)) for n in names[1:]]
+    metrics.append({"func": func, "result": specs["result"], "expected": specs["expected"], "options": opts})
   post = []
   for j, step in enumerate(ev.get("postconfig") or []):
     t, params = step.get("type"), step.get("parameters") or {}

@@ -26,6 +26,11 @@ Without rules: every sheet's cell values equal, sheet by sheet. options.rules, e
   check_cell  {sheet_idx, coordinate, props: {value: {method, ref}}}: the cell's value matches. A rule
               {method, ref}: eq/ne/lt/le/gt/ge compare, approx:T is |value - ref| <= T (non-numbers
               fail), re[.FLAG...] a regex search. Cell style props (font, colours) are refused at import.
+  sheet_print {sheet_idx0, sheet_idx1, ignore_case?}: the sheets as LibreOffice prints them: the CSV
+              exports a task's postconfig writes beside the workbook (`<book>-<sheet>.csv`), compared
+              line by line (stripped, trailing blank lines dropped). With OSWorld's `multi` getters the
+              result/expected is [workbook, csv...]; the importer names each CSV's sheet in the options
+              (`result_csv_sheets`, `expected_csv_sheets`).
 Other rule types (chart, pivot_table, check_cell, style, freeze, ...: SUPPORTED_RULES lists what is
 here) are refused by the importer with the rule named.
 """
@@ -36,7 +41,8 @@ from typing import Any
 
 from openpyxl.utils import get_column_letter
 
-SUPPORTED_RULES = ("sheet_data", "sheet_name", "chart", "pivot_table", "freeze", "zoom", "check_cell", "sheet_fuzzy")
+SUPPORTED_RULES = ("sheet_data", "sheet_name", "chart", "pivot_table", "freeze", "zoom", "check_cell", "sheet_fuzzy",
+                   "sheet_print")
 CELL_PROPS = ("value",)
 
 
@@ -195,7 +201,33 @@ def _fuzzy_cells(ws1, ws2, rule: dict) -> bool:
   return True
 
 
-def compare_table(result: bytes | None, expected: bytes | None, rules: list[dict] | None = None, **_) -> float:
+def csv_sheet(book_name: str, csv_name: str) -> str | None:
+  """The sheet a `<book stem>-<sheet>.csv` export holds, else None."""
+  import os
+  stem, name = os.path.splitext(os.path.basename(book_name))[0], os.path.basename(csv_name)
+  return name[len(stem) + 1:-len(".csv")] if name.startswith(stem + "-") and name.endswith(".csv") else None
+
+
+def _printed(data: bytes | None) -> list[str] | None:
+  if data is None:
+    return None
+  lines = [line.strip() for line in data.decode("utf-8", errors="replace").splitlines()]
+  while lines and not lines[-1]:
+    lines.pop()
+  return lines
+
+
+def _split(x: Any, sheets: list[str]) -> tuple[bytes | None, dict[str, bytes | None]]:
+  """(workbook, {sheet: csv export}) from a multi getter's list, or (x, {})."""
+  if isinstance(x, list):
+    return (x[0] if x else None), dict(zip(sheets, x[1:]))
+  return x, {}
+
+
+def compare_table(result: Any, expected: Any, rules: list[dict] | None = None, result_csv_sheets: list[str] = (),
+                  expected_csv_sheets: list[str] = (), **_) -> float:
+  result, rcsv = _split(result, list(result_csv_sheets))
+  expected, ecsv = _split(expected, list(expected_csv_sheets))
   if result is None:
     return 0.0
   try:
@@ -216,6 +248,16 @@ def compare_table(result: bytes | None, expected: bytes | None, rules: list[dict
       s1, s2 = _sheet(r["sheet_idx0"], rbook, ebook), _sheet(r["sheet_idx1"], rbook, ebook)
       precision = int(r.get("precision", 4))
       if s1 is None or s2 is None or _values(s1, precision) != _values(s2, precision):
+        return 0.0
+    elif r["type"] == "sheet_print":
+      def printed(idx):
+        ws = _sheet(idx, rbook, ebook)
+        csvs = rcsv if (isinstance(idx, int) or idx.startswith("R")) else ecsv
+        return None if ws is None else _printed(csvs.get(ws.title))
+      p1, p2 = printed(r["sheet_idx0"]), printed(r["sheet_idx1"])
+      if r.get("ignore_case"):
+        p1, p2 = ([l.lower() for l in p] if p is not None else None for p in (p1, p2))
+      if p1 is None or p1 != p2:
         return 0.0
     elif r["type"] == "sheet_fuzzy":
       s1, s2 = _sheet(r["sheet_idx0"], rbook, ebook), _sheet(r["sheet_idx1"], rbook, ebook)
