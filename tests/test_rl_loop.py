@@ -109,11 +109,12 @@ def test_group_from_results_maps_episodes_and_leaves_env_errors_out():
   ok = lambda i, score: types.SimpleNamespace(  # noqa: E731
       status="terminated", model_calls=1, score=score, parse_errors={"no_tool_call": i},
       spray={"clicks_per_step": float(i)}, episode=types.SimpleNamespace(id=f"g1-e{i}"), records=[])
-  crashed = types.SimpleNamespace(status="env_error", model_calls=1, episode=None, records=[])
+  crashed = types.SimpleNamespace(status="env_error", error_reason="deadline", model_calls=1,
+                                  episode=None, records=[])
   g = group_from_results("t", "g1", [ok(2, 1.0), crashed, ok(0, 0.0)], pols)
   assert [e.episode_id for e in g.episodes] == ["g1-e2", "g1-e0"]
   np.testing.assert_array_equal(g.rewards, [1.0, 0.0])
-  assert g.env_errors == 1 and g.version == 2 and g.num_samples == 2
+  assert g.env_errors == 1 and g.deadline_episodes == 1 and g.version == 2 and g.num_samples == 2
   assert [e.parse_errors for e in g.episodes] == [2, 0]
   assert [e.spray for e in g.episodes] == [{"clicks_per_step": 2.0}, {"clicks_per_step": 0.0}]
 

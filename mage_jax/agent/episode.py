@@ -67,6 +67,9 @@ class EpisodeConfig:
   harness: Any = None                      # a harness.HarnessVariant (teacher harness: its system
                                            # prompt, tools incl. extra ones, parse and execute); set
                                            # by HarnessVariant.episode_config, None = the student's
+  deadline_s: float = 0.0                  # > 0: an episode still running after this many seconds
+                                           # ends at its next policy call (EpisodeDeadline; the slot
+                                           # pool reports env_error, error_reason "deadline")
 
   def __post_init__(self):
     if self.toolset not in tools.TOOLSETS:
@@ -94,6 +97,7 @@ class EpisodeResult:
   skills: list[str] = dataclasses.field(default_factory=list)  # the task's skill ids (per-skill reports)
   harness: str = ""                        # the harness variant's id ("" = no variant)
   extra_actions: int = 0                   # calls to a variant's extra tools (neither gui nor terminal)
+  error_reason: str = ""                   # env_error cause the pools name: "deadline", "slot_lost"
 
   @property
   def success(self) -> bool:
@@ -103,6 +107,10 @@ class EpisodeResult:
     d = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("episode", "records")}
     d["success"] = self.success
     return d
+
+
+class EpisodeDeadline(Exception):
+  """The episode ran past EpisodeConfig.deadline_s (raised before the next policy call)."""
 
 
 _RENDERERS: dict[tuple, render_lib.Renderer] = {}
@@ -168,6 +176,9 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
   offered = harness.schemas() if harness is not None else tools.toolset_schemas(cfg.toolset)
   screen = (obs.screenshot.width, obs.screenshot.height) if obs.screenshot is not None else None
   for t in range(1, max_steps + 1):
+    if cfg.deadline_s > 0 and time.monotonic() - start > cfg.deadline_s:
+      raise EpisodeDeadline(f"episode {episode_id} ran {time.monotonic() - start:.1f} s, past "
+                            f"deadline_s={cfg.deadline_s:g}, before call {t}")
     n = len(steps) + 1  # trajectory step index (invalid turns are not steps)
     ep = tr.Episode(id=episode_id, instruction=task.instruction,
                     steps=steps + [tr.Step(current, "", "", None)], screen_size=screen,

@@ -21,20 +21,29 @@ is reported as an `env_error` result naming the slot, node and episode, counted 
 and never resubmitted; the slot's actor is replaced by a fresh one, which Ray places as soon as
 some host has a free `env_slot` (the pool recovers when a host comes back). Jobs go only to
 actors that answered `where()`, so surviving slots carry on while a replacement waits for room.
+A job still running DEADLINE_GRACE_S after `EpisodeConfig.deadline_s` (stuck inside one step,
+where the episode's own deadline check cannot run) is handled the same way, reported with
+`error_reason="deadline"` and counted in `deadline_kills`.
+
+`serve(feed)` drives the same loop from a `JobFeed` that many threads fill (the RL loop's
+fleet-wide group queue). `connect` is safe from many threads. `env_nodes` / `probe_url` let the
+RL loop check, at start-up, that every env host can reach the rollout engine.
 """
 from __future__ import annotations
 
 import collections
 import contextlib
+import ipaddress
 import os
 import socket
+import threading
 import time
 from typing import Any, Callable, Iterable, Iterator
 
 from mage_jax.agent import cgroup
 from mage_jax.agent.env import Env
 from mage_jax.agent.episode import EpisodeConfig, EpisodeResult
-from mage_jax.agent.slots import EnvSlot, Job, SlotPool
+from mage_jax.agent.slots import EnvSlot, Job, JobFeed, OnDone, SlotPool
 
 try:
   import ray
@@ -44,6 +53,13 @@ except ImportError as e:  # the extra is optional; the local pool needs none of 
                     f"(or the pinned ray in requirements-test.txt): {e}") from None
 
 SLOT_RESOURCE = "env_slot"
+# A job still running this long past EpisodeConfig.deadline_s (the episode checks it before each
+# policy call) is stuck inside one step: its actor is killed and replaced.
+DEADLINE_GRACE_S = 60.0
+
+
+def _keep(result: EpisodeResult) -> None:
+  """on_done of run(): results are yielded, nothing else to do."""
 
 # Failures that mean the actor (or the node under it) is gone, so the slot needs a new actor.
 # RayTaskError is absent: it is an exception raised inside run_job, and the actor lives on.
@@ -74,16 +90,33 @@ class SlotActor:
     self._memory_share.close()
 
 
+_CONNECT_LOCK = threading.Lock()
+
+
+def _is_loopback_ip(host: str) -> bool:
+  try:
+    return ipaddress.ip_address(host).is_loopback
+  except ValueError:
+    return False
+
+
 def connect(address: str = "", local_slots: int = 2) -> None:
   """Join the cluster at `address` ("auto", "host:port"); "" starts a private one-node Ray on
-  this machine advertising `local_slots` env slots (development, `make demo`-size runs)."""
-  if ray.is_initialized():
-    return
-  if address:
-    ray.init(address=address, log_to_driver=False)
-  else:
-    ray.init(num_cpus=1, resources={SLOT_RESOURCE: local_slots}, include_dashboard=False,
-             object_store_memory=200 * 2 ** 20, log_to_driver=False)
+  this machine advertising `local_slots` env slots (development, `make demo`-size runs).
+  Safe from many threads at once: the first caller connects, the others wait and return
+  (ray.init is not: a second concurrent call raises "called ray.init twice")."""
+  with _CONNECT_LOCK:
+    if ray.is_initialized():
+      return
+    if address:
+      # A head on a loopback address is on this host: join as that address too (Ray would
+      # otherwise take this host's LAN address and find no raylet there).
+      host = address.rsplit(":", 1)[0]
+      local = {"_node_ip_address": host} if _is_loopback_ip(host) else {}
+      ray.init(address=address, log_to_driver=False, **local)
+    else:
+      ray.init(num_cpus=1, resources={SLOT_RESOURCE: local_slots}, include_dashboard=False,
+               object_store_memory=200 * 2 ** 20, log_to_driver=False)
 
 
 class RaySlotPool(SlotPool):
@@ -101,6 +134,7 @@ class RaySlotPool(SlotPool):
     self.restarts = 0                      # actors replaced after their actor or node died
     self.lost_jobs: list[str] = []         # episode ids reported as env_error for that reason
     self.start_failures = 0                # actors that died before answering where()
+    self.deadline_kills = 0                # actors killed because their job overran the deadline
     for i in range(len(self.actors)):
       self._spawn(i)
 
@@ -117,14 +151,14 @@ class RaySlotPool(SlotPool):
       pass
     self._spawn(i)
 
-  def _lost(self, i: int, job: Job, err: BaseException) -> EpisodeResult:
+  def _lost(self, i: int, job: Job, err: BaseException, reason: str = "slot_lost") -> EpisodeResult:
     self.lost_jobs.append(job.episode_id)
     node = (self.where[i] or {}).get("host", "?")
     self._replace(i)
     first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    return EpisodeResult(job.task.id, job.task.kind, None, status="env_error",
+    return EpisodeResult(job.task.id, job.task.kind, None, status="env_error", episode_id=job.episode_id,
                          error=f"env slot {i} on {node} lost during episode {job.episode_id}: "
-                               f"{type(err).__name__}: {first[:300]}")
+                               f"{type(err).__name__}: {first[:300]}", error_reason=reason)
 
   def _started(self, ref: Any) -> None:
     i = self._starting.pop(ref)
@@ -150,47 +184,79 @@ class RaySlotPool(SlotPool):
     return sum(w is not None for w in self.where)
 
   def run(self, jobs: Iterable[Job]) -> Iterator[EpisodeResult]:
-    todo = collections.deque(jobs)
-    running: dict[Any, tuple[int, Job]] = {}   # run_job ref -> (slot, job)
+    feed = JobFeed()
+    for job in jobs:
+      feed.put(job, _keep)
+    feed.close()
+    for _, result in self._drive(feed):
+      yield result
+
+  def serve(self, feed: JobFeed) -> None:
+    for on_done, result in self._drive(feed):
+      on_done(result)
+
+  def _drive(self, feed: JobFeed) -> Iterator[tuple[OnDone, EpisodeResult]]:
+    """Hand queued jobs to idle actors and yield (on_done, result) as jobs finish, until the
+    feed is closed and drained and nothing runs."""
+    running: dict[Any, tuple[int, Job, OnDone, float]] = {}   # run_job ref -> (slot, job, cb, t0)
+    deadline = self.cfg.deadline_s + DEADLINE_GRACE_S if self.cfg.deadline_s > 0 else 0.0
     last_progress = time.monotonic()
-    while todo or running:
-      while todo and self.idle:
-        i, job = self.idle.popleft(), todo.popleft()
-        running[self.actors[i].run_job.remote(job)] = (i, job)
+    while running or not feed.drained:
+      while self.idle:
+        item = feed.take()
+        if item is None:
+          break
+        i = self.idle.popleft()
+        running[self.actors[i].run_job.remote(item[0])] = (i, item[0], item[1], time.monotonic())
+      if deadline:
+        for ref in [r for r, v in running.items() if time.monotonic() - v[3] > deadline]:
+          i, job, on_done, t0 = running.pop(ref)
+          self.deadline_kills += 1
+          yield on_done, self._lost(i, job, TimeoutError(
+              f"still running {time.monotonic() - t0:.0f} s after it started (deadline_s="
+              f"{self.cfg.deadline_s:g} + {DEADLINE_GRACE_S:g} s grace): slot killed"), "deadline")
       waiting = list(running) + list(self._starting)
-      ready, _ = ray.wait(waiting, num_returns=1, timeout=1.0)
+      if not waiting:   # every slot idle, the feed empty: wait for a job (or the close)
+        feed.wait(1.0)
+        continue
+      # Short waits while the feed may bring work for an idle slot; else wait for Ray.
+      ready, _ = ray.wait(waiting, num_returns=1, timeout=0.2 if self.idle else 1.0)
       if not ready:
-        if not running and time.monotonic() - last_progress > self.start_timeout_s:
+        if len(feed) and not running and time.monotonic() - last_progress > self.start_timeout_s:
           raise RuntimeError(
-              f"RaySlotPool: no env slot came up in {self.start_timeout_s:.0f}s with {len(todo)} jobs "
+              f"RaySlotPool: no env slot came up in {self.start_timeout_s:.0f}s with {len(feed)} jobs "
               f"left; the cluster has {ray.cluster_resources().get(SLOT_RESOURCE, 0)} "
               f"'{SLOT_RESOURCE}' resources (`ray status`; env hosts start with "
               f"--resources='{{\"{SLOT_RESOURCE}\": K}}')")
+        if not len(feed):
+          last_progress = time.monotonic()
         continue
       last_progress = time.monotonic()
       ref = ready[0]
       if ref in self._starting:
         self._started(ref)
         continue
-      i, job = running.pop(ref)
+      i, job, on_done, _ = running.pop(ref)
       try:
         result, remote_policy = ray.get(ref)
       except _ACTOR_GONE as e:
-        yield self._lost(i, job, e)
+        yield on_done, self._lost(i, job, e)
         continue
       except ray_errors.RayTaskError as e:   # the job could not run or come back (e.g. unpicklable)
         self.idle.append(i)
-        yield EpisodeResult(job.task.id, job.task.kind, None, status="env_error",
-                            error=f"env slot {i}: episode {job.episode_id} failed in Ray: {e}")
+        yield on_done, EpisodeResult(job.task.id, job.task.kind, None, status="env_error",
+                                     episode_id=job.episode_id,
+                                     error=f"env slot {i}: episode {job.episode_id} failed in Ray: {e}")
         continue
       self.idle.append(i)
       absorb = getattr(job.policy, "absorb_remote", None)
       if absorb is not None:
         absorb(remote_policy)
-      yield result
+      yield on_done, result
 
   def close(self) -> None:
-    refs = [a.close.remote() for a in self.actors if a is not None]
+    # Only actors that came up: one still waiting for a host would never answer.
+    refs = [a.close.remote() for a, w in zip(self.actors, self.where) if a is not None and w is not None]
     try:
       ray.get(refs, timeout=60)
     except (ray_errors.RayError, ray_errors.GetTimeoutError):  # a dead slot has nothing to close
@@ -198,3 +264,45 @@ class RaySlotPool(SlotPool):
     for a in self.actors:
       ray.kill(a, no_restart=True)
     self.actors, self._starting, self.idle = [], {}, collections.deque()
+
+
+# --- what the env hosts can reach (the RL loop's start-up checks, rl/engine_address.py) -----------
+
+
+def env_nodes() -> dict[str, str]:
+  """Alive nodes that advertise env slots: node id -> node IP (Ray's address for the host)."""
+  return {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()
+          if n["Alive"] and n["Resources"].get(SLOT_RESOURCE)}
+
+
+def driver_ip() -> str:
+  """The IP of the Ray node this process joined (what Ray knows this host by)."""
+  me = ray.get_runtime_context().get_node_id()
+  return next(n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == me)
+
+
+def _fetch(url: str, timeout_s: float) -> str:
+  import urllib.request
+  try:
+    with urllib.request.urlopen(url, timeout=timeout_s) as r:
+      r.read(1)
+    return ""
+  except Exception as e:  # noqa: BLE001 - any failure is the answer: this host cannot reach it
+    return f"{type(e).__name__}: {e}"
+
+
+def probe_url(url: str, timeout_s: float = 10.0) -> dict[str, str]:
+  """GET `url` once from every env node (a zero-CPU task pinned to the node); returns
+  "<node IP>/<node id prefix>" -> "" if it answered, else the error (also when the task could
+  not run there in time)."""
+  from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+  fetch = ray.remote(num_cpus=0, max_retries=0)(_fetch)
+  refs = {fetch.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
+                        ).remote(url, timeout_s): f"{ip}/{node[:8]}" for node, ip in env_nodes().items()}
+  out = {}
+  for ref, ip in refs.items():
+    try:
+      out[ip] = ray.get(ref, timeout=timeout_s + 120.0)   # + a worker process's start on a busy host
+    except (ray_errors.RayError, ray_errors.GetTimeoutError) as e:
+      out[ip] = f"probe task failed: {type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
+  return out

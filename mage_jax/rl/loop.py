@@ -4,10 +4,15 @@
   init        resume <workdir>/checkpoints (state + version + sampler), else init.from_dir / fresh
   engine      config.rl.server_url (vLLM or a running embedded server; weights pushed by sync)
               or an embedded RolloutServer started here on the exported initial weights
+              (bound at rl.engine_host:rl.engine_port); episodes call it at
+              rl.engine_advertise_url ('' = the learner's URL), checked from every env node
+              when env.backend=ray (rl/engine_address.py)
   workers     rollout threads: admit a group while (lag + 1) batches of work are not yet in
               flight, draw a task (FrontierSampler), run one task x N episodes (rollout_fn),
               queue the group (mage_jax.rl.workers); a failed engine group is dropped and
-              counted, three in a row stop the run with the engine's error
+              counted, three in a row stop the run with the engine's error. With
+              rl.group_queue="shared" every admitted group has a thread and all their
+              episodes go through one fleet-wide queue (rl/group_queue.py)
   learner     pop G groups, drop stale ones (learner - sample version > lag; counted),
               group advantages -> RLSamples -> pack_rl_batch -> logp_old -> RL train step,
               version += 1, sync_weights (export, reload, verify) so new work uses it
@@ -33,7 +38,8 @@ from mage_jax.rl import objective as obj_lib
 from mage_jax.rl.admission import AdmissionWindow
 from mage_jax.rl.batch import RLSample, pack_rl_batch
 from mage_jax.rl.rollout_client import RolloutClient
-from mage_jax.rl.rollouts import RolloutContext, RolloutFn, RolloutGroup, spray_stats
+from mage_jax.rl import engine_address
+from mage_jax.rl.rollouts import GROUP_QUEUES, RolloutContext, RolloutFn, RolloutGroup, spray_stats
 from mage_jax.rl.sampler import FrontierSampler
 from mage_jax.rl.workers import RolloutWorkers
 from mage_jax.train import checkpoint as ckpt_lib
@@ -65,6 +71,11 @@ def validate(config: ml_collections.ConfigDict) -> None:
     # temperature 1 over the full softmax, so anything else biases the importance weights.
     raise ConfigError(f"config.rl.temperature={rl.temperature}, top_p={rl.top_p}: RL samples at "
                       "temperature 1.0 and top_p 1.0 (the learner's log-probs are of the raw policy)")
+  if rl.get("group_queue", "per_worker") not in GROUP_QUEUES:
+    raise ConfigError(f"config.rl.group_queue={rl.group_queue!r}: expected one of {GROUP_QUEUES}")
+  if rl.get("group_redundancy", 0) and rl.group_queue != "shared":
+    raise ConfigError(f"config.rl.group_redundancy={rl.group_redundancy} needs "
+                      "config.rl.group_queue='shared' (extras are kept or dropped fleet-wide)")
   if rl.task_sampling != "frontier":
     raise ConfigError(f"config.rl.task_sampling={rl.task_sampling!r}: only 'frontier' is implemented")
   if config.episode.context_len + rl.max_tokens > config.data.seq_len:
@@ -137,6 +148,8 @@ def rollout_stats(groups: Sequence[RolloutGroup], samples: Sequence[RLSample], v
          "pass_rate": float((rewards >= 1.0).mean()) if rewards.size else 0.0,
          "episodes": float(rewards.size), "samples": float(len(samples)),
          "env_errors": float(sum(g.env_errors for g in groups)),
+         "deadline_episodes": float(sum(g.deadline_episodes for g in groups)),
+         "dropped_extra_episodes": float(sum(g.dropped_extras for g in groups)),
          "parse_errors": float(sum(e.parse_errors for g in groups for e in g.episodes)),
          "max_staleness": float(max(stale) if stale else 0)}
   out.update({f"staleness_{k}": float(stale.get(k, 0)) for k in range(lag + 1)})
@@ -159,8 +172,14 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
   """Run (or resume) async GRPO; returns the summary (also <workdir>/summary.json)."""
   wall0 = time.perf_counter()
   setup.enable_compile_cache(config.get("compile_cache_dir", ""))
-  t = build(config, workdir)
   rl = config.rl
+  validate(config)
+  # Before anything is built: a loopback engine URL with env hosts elsewhere is a config error.
+  engine_address.refuse_loopback_across_hosts(
+      config, rl.server_url or engine_address.learner_url(rl.get("engine_host", "127.0.0.1"),
+                                                  rl.get("engine_port", 0)),
+      env_slots_per_pool(config))
+  t = build(config, workdir)
   done = _finished_summary(workdir)
   if done is not None and done.get("updates", 0) >= t.total_steps:
     print(f"{workdir}: already complete ({done['updates']} updates); nothing to do", flush=True)
@@ -200,18 +219,25 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
     from mage_jax.rl.rollout_server import RolloutServer
     from mage_jax.rl.weight_sync import export
     path = export(state.params, t.model_cfg, weights_root, version)
-    server = RolloutServer(path, model_name=rl.model_name).start()
+    server = RolloutServer(path, model_name=rl.model_name, host=rl.get("engine_host", "127.0.0.1"),
+                           port=rl.get("engine_port", 0)).start()
     client = RolloutClient(server.url, rl.model_name, timeout=rl.request_timeout_s)
     client.wait_ready(rl.server_ready_timeout_s)
     served = {"version": version, "path": path, "seconds": 0.0, "probe_max_abs_diff": 0.0}
     print(f"embedded rollout server at {server.url} serving {path}", flush=True)
   served_version = [version]
-  ctx = RolloutContext(client, lambda: served_version[0], max_tokens=rl.max_tokens,
+  episode_url = engine_address.advertised_url(rl, client.base_url)
+  reach = engine_address.check_reachable(config, episode_url, env_slots_per_pool(config))
+  if reach:
+    print(f"engine {episode_url} reachable from {len(reach)} env nodes", flush=True)
+  episode_client = client if episode_url == client.base_url else RolloutClient(
+      episode_url, rl.model_name, timeout=rl.request_timeout_s)
+  ctx = RolloutContext(episode_client, lambda: served_version[0], max_tokens=rl.max_tokens,
                        temperature=rl.temperature, top_p=rl.top_p, seed=config.seed)
 
   admission = AdmissionWindow(rl.max_policy_lag)
   workers = RolloutWorkers(rollout_fn, ctx, sampler, admission, groups_per_update=rl.groups_per_update,
-                           episodes_per_group=rl.episodes_per_group, num_workers=rl.rollout_workers,
+                           episodes_per_group=rl.episodes_per_group, num_workers=rollout_threads(config),
                            learner_version=version, group_prefix=f"r{version}")
 
   # step (compiled on the first batch's shapes; every RL batch has the same shapes)
@@ -239,7 +265,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
   def data_state() -> dict:
     return {"version": version, "sampler": sampler.state_dict(), "totals": dict(totals)}
 
-  restored_failed = totals["failed_groups"]
+  restored_failed, restored_started = totals["failed_groups"], totals["started_groups"]
   workers.start()
   try:
     while version < t.total_steps:
@@ -285,7 +311,10 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
       served_version[0] = version
       workers.set_learner_version(version)   # the sync landed: admit work at the new version
       totals["failed_groups"] = workers.failed_groups + restored_failed
+      totals["started_groups"] = workers.started_groups + restored_started
       totals.update(dropped_stale_groups=dropped, empty_groups=empty, groups=len(groups),
+                    env_errors=int(stats["env_errors"]), deadline_episodes=int(stats["deadline_episodes"]),
+                    dropped_extra_episodes=int(stats["dropped_extra_episodes"]),
                     left_out_samples=report["left_out"], skipped_samples=sum(report["skipped"].values()))
       host.update(stats, version=float(version), served_version=float(served["version"]),
                   sync_seconds=served["seconds"], probe_max_abs_diff=served["probe_max_abs_diff"],
@@ -319,9 +348,12 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
     raise
   finally:
     stop.uninstall()
-    workers.close(30.0)   # daemon threads: an engine call still running is left behind
+    workers.stop()
+    # Closing the rollouts first ends the groups still waiting in the queue (their threads
+    # return at once) instead of playing every admitted episode out.
     if rollout_fn_owned is not None and hasattr(rollout_fn_owned, "close"):
       rollout_fn_owned.close()
+    workers.close(30.0)   # daemon threads: an engine call still running is left behind
     if server is not None:
       server.stop()
 
@@ -383,16 +415,34 @@ def harness_rollout_fn(config: ml_collections.ConfigDict, workdir: str):
                       max_output=e.max_output,
                       sandbox=SandboxConfig(home_mb=e.home_mb, memory_mb=e.memory_mb, nproc=e.nproc))
   ep_cfg = EpisodeConfig(max_steps=rl.max_episode_steps, out_dir=os.path.join(workdir, "episodes"),
-                         **config.episode.to_dict())
-  per_worker = max(1, rl.env_slots // rl.rollout_workers)
+                         deadline_s=rl.get("episode_deadline_s", 0.0), **config.episode.to_dict())
+  slots = env_slots_per_pool(config)
   env_factory = lambda: LocalEnv(env_cfg)
   from mage_jax.agent.slots import BACKENDS, make_pool
   backend = e.get("backend", "local")
   if backend not in BACKENDS:
     raise ConfigError(f"config.env.backend={backend!r}: expected one of {BACKENDS}")
-  return HarnessRollouts(tasks, env_factory, ep_cfg, per_worker, pool_factory=lambda: make_pool(
-      backend, env_factory, ep_cfg, per_worker, ray_address=e.get("ray_address", ""),
-      slots_per_node=e.get("slots_per_node", per_worker)))
+  return HarnessRollouts(tasks, env_factory, ep_cfg, slots, pool_factory=lambda: make_pool(
+      backend, env_factory, ep_cfg, slots, ray_address=e.get("ray_address", ""),
+      slots_per_node=e.get("slots_per_node", slots)),
+      group_queue=rl.get("group_queue", "per_worker"), redundancy=rl.get("group_redundancy", 0))
+
+
+def env_slots_per_pool(config: ml_collections.ConfigDict) -> int:
+  """Slots of one pool: the whole fleet with the shared group queue, else each thread's share."""
+  rl = config.rl
+  if rl.get("group_queue", "per_worker") == "shared":
+    return rl.env_slots
+  return max(1, rl.env_slots // rl.rollout_workers)
+
+
+def rollout_threads(config: ml_collections.ConfigDict) -> int:
+  """Rollout threads: with the shared queue one per group the admission window lets in flight
+  (each only waits for its group), else rl.rollout_workers (each with its own pool)."""
+  rl = config.rl
+  if rl.get("group_queue", "per_worker") == "shared":
+    return rl.admission_window * rl.groups_per_update
+  return rl.rollout_workers
 
 
 def load_rl_tasks(suite: str, tasks: str, kinds: str) -> list:

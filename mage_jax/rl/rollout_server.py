@@ -44,6 +44,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 
+from mage_jax.rl.engine_address import learner_url
 from mage_jax.rl.generate_batcher import GenerateBatcher, Job, Paused
 
 IMAGE_BLOCK = "<|vision_start|><|image_pad|><|vision_end|>"
@@ -129,7 +130,8 @@ class RolloutServer:
     self._template: str | None = None
     self.httpd = ThreadingHTTPServer((host, port), _handler(self))
     self.httpd.daemon_threads = True
-    self.url = f"http://{host}:{self.httpd.server_address[1]}/v1"
+    # The URL this host uses; other hosts reach a non-loopback bind at rl.engine_advertise_url.
+    self.url = learner_url(host, self.httpd.server_address[1])
     self._thread: threading.Thread | None = None
 
   # ---- lifecycle ---------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from mage_jax.agent.env import Env
 from mage_jax.agent.spray import mean_of as spray_means
 from mage_jax.agent.episode import EpisodeConfig, EpisodeResult, PolicyOutput, PolicyRequest
 from mage_jax.agent.slots import Job, LocalSlotPool, SlotPool
+from mage_jax.rl.group_queue import GroupQueue
 from mage_jax.agent.tasks.package import TaskPackage
 from mage_jax.rl.batch import RLSample
 from mage_jax.models.config import IMAGE_PAD_ID
@@ -71,6 +72,8 @@ class RolloutGroup:
   group_id: str
   episodes: list[EpisodeSamples]
   env_errors: int = 0                 # episodes left out: their environment failed
+  deadline_episodes: int = 0          # of those, episodes ended by the per-episode deadline
+  dropped_extras: int = 0             # redundant episodes cancelled or dropped once the group was full
 
   @property
   def rewards(self) -> np.ndarray:
@@ -91,6 +94,9 @@ def spray_stats(groups: Sequence[RolloutGroup]) -> dict[str, float]:
   """Mean spray metrics (agent/spray.py) of the groups' episodes: RL drifting toward floods or
   click sprays shows here before it shows as reward."""
   return spray_means([e.spray for g in groups for e in g.episodes])
+
+
+GROUP_QUEUES = ("shared", "per_worker")
 
 
 class RolloutFn(Protocol):
@@ -217,6 +223,7 @@ def group_from_results(task_id: str, group_id: str, results: Sequence[EpisodeRes
   for res in results:
     if res.status == "env_error":
       group.env_errors += 1
+      group.deadline_episodes += res.error_reason == "deadline"
       continue
     p = _policy_of(res, [q for q in policies if id(q) not in used])
     if p is None or not p.samples:
@@ -229,22 +236,35 @@ def group_from_results(task_id: str, group_id: str, results: Sequence[EpisodeRes
 
 
 class HarnessRollouts:
-  """rollout_fn over the agent harness: one LocalSlotPool per rollout worker thread
-  (a pool's slots each own one environment, so two threads must not share a pool)."""
+  """rollout_fn over the agent harness.
+
+  `group_queue` "shared" (default): one slot pool for the whole fleet fed by one FIFO of
+  episodes (rl/group_queue.py), each group `episodes + redundancy` jobs of which the first
+  `episodes` to finish are kept. "per_worker": one pool of `slots_per_worker` slots per
+  rollout thread (a pool's slots each own one environment, so two threads must not share a
+  pool) that runs its group's episodes and waits for the slowest."""
 
   def __init__(self, tasks: Sequence[TaskPackage], env_factory: Callable[[], Env],
                episode_cfg: EpisodeConfig, slots_per_worker: int,
-               pool_factory: Callable[[], SlotPool] | None = None):
+               pool_factory: Callable[[], SlotPool] | None = None, *,
+               group_queue: str = "per_worker", redundancy: int = 0):
     self.tasks = {t.id: t for t in tasks}
     if len(self.tasks) != len(tasks):
       raise ValueError("HarnessRollouts: duplicate task ids")
+    if group_queue not in GROUP_QUEUES:
+      raise ValueError(f"group_queue={group_queue!r}: expected one of {GROUP_QUEUES}")
+    if redundancy and group_queue != "shared":
+      raise ValueError(f"redundancy={redundancy} needs group_queue='shared'")
     self.env_factory, self.episode_cfg = env_factory, episode_cfg
     self.slots_per_worker = max(1, slots_per_worker)
-    # One pool per rollout thread; default the local thread pool (config env.backend, make_pool).
+    self.group_queue, self.redundancy = group_queue, int(redundancy)
+    # The pool(s) episodes run on; default the local thread pool (config env.backend, make_pool).
     self.pool_factory = pool_factory or (
         lambda: LocalSlotPool(self.env_factory, self.episode_cfg, self.slots_per_worker))
     self._local = threading.local()
     self._pools: list[SlotPool] = []
+    self._queue: GroupQueue | None = None
+    self._closed = False
     self._lock = threading.Lock()
 
   def _pool(self) -> SlotPool:
@@ -256,18 +276,45 @@ class HarnessRollouts:
         self._pools.append(pool)
     return pool
 
+  def shared_queue(self) -> GroupQueue:
+    """The fleet's one queue, its pool built by the first caller (the others wait)."""
+    with self._lock:
+      if self._closed:
+        raise RuntimeError("HarnessRollouts is closed: no new group can start")
+      if self._queue is None:
+        pool = self.pool_factory()
+        self._pools.append(pool)
+        self._queue = GroupQueue(pool, self.redundancy)
+      return self._queue
+
+  @property
+  def dropped_extras(self) -> int:
+    return self._queue.dropped_extras if self._queue is not None else 0
+
   def __call__(self, ctx: RolloutContext, task_id: str, episodes: int, group_id: str) -> RolloutGroup:
     if task_id not in self.tasks:
       raise KeyError(f"HarnessRollouts: unknown task id {task_id!r}")
     task = self.tasks[task_id]
-    ids = [f"{group_id}-e{i}" for i in range(episodes)]
+    shared = self.group_queue == "shared"
+    ids = [f"{group_id}-e{i}" for i in range(episodes + (self.redundancy if shared else 0))]
     policies = [RolloutPolicy(ctx, task_id, i) for i in ids]
     jobs = [Job(task, p, i) for i, p in zip(ids, policies)]
-    results = list(self._pool().run(jobs))
-    return group_from_results(task_id, group_id, results, policies)
+    if not shared:
+      results = list(self._pool().run(jobs))
+      return group_from_results(task_id, group_id, results, policies)
+    results = self.shared_queue().run_group(jobs, keep=episodes)
+    reported = {r.episode_id for r in results}
+    group = group_from_results(task_id, group_id, results,
+                               [p for p, i in zip(policies, ids) if i in reported])
+    group.dropped_extras = len(ids) - len(reported)
+    return group
 
   def close(self) -> None:
     with self._lock:
+      self._closed = True
+      if self._queue is not None:
+        self._queue.close()
+        self._queue = None
       for pool in self._pools:
         pool.close()
       self._pools.clear()

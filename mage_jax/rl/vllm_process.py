@@ -25,6 +25,7 @@ import socket
 import subprocess
 import time
 
+from mage_jax.rl.engine_address import learner_url
 from mage_jax.rl.rollout_client import RolloutClient, RolloutError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -103,7 +104,7 @@ class VLLMServer:
                               "(Policy.save / weight_sync.export output)")
     self.opts = opts
     self.port = opts.port or free_port(opts.host)
-    self.url = f"http://{opts.host}:{self.port}/v1"
+    self.url = learner_url(opts.host, self.port)   # other hosts: rl.engine_advertise_url
     self.log_path = opts.log_path or os.path.join(
         os.path.dirname(os.path.abspath(opts.model_dir)), f"vllm-{self.port}.log")
     self.proc: subprocess.Popen | None = None

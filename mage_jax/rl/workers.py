@@ -123,10 +123,14 @@ class RolloutWorkers:
       self.learner_version = version
       self.cond.notify_all()
 
-  def close(self, timeout_s: float = 60.0) -> None:
+  def stop(self) -> None:
+    """No new group is admitted; threads exit once their group returns."""
     self._stop.set()
     with self.cond:
       self.cond.notify_all()
+
+  def close(self, timeout_s: float = 60.0) -> None:
+    self.stop()
     deadline = time.monotonic() + timeout_s
     for t in self.threads:
       t.join(max(0.0, deadline - time.monotonic()))

@@ -116,6 +116,8 @@ NUMERIC_FIELDS: dict[str, Rule] = {
     "rl.max_tokens": COUNT, "rl.temperature": POSITIVE, "rl.top_p": FRACTION,
     "rl.request_timeout_s": POSITIVE, "rl.server_ready_timeout_s": POSITIVE,
     "rl.group_timeout_s": POSITIVE, "rl.sync_tolerance": POSITIVE, "rl.keep_exports": COUNT,
+    "rl.group_redundancy": NON_NEGATIVE_INT, "rl.episode_deadline_s": NON_NEGATIVE,
+    "rl.engine_port": NON_NEGATIVE_INT,
     "episode.full_responses": NON_NEGATIVE_INT, "episode.visual_turns": NON_NEGATIVE_INT,
     "episode.context_len": COUNT, "episode.score_settle": NON_NEGATIVE,
     "env.width": COUNT, "env.height": COUNT, "env.command_timeout": POSITIVE,
