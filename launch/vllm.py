@@ -10,6 +10,11 @@ needs: VLLM_SERVER_DEV_MODE=1, --logprobs-mode processed_logprobs, --generation-
 dtype, max model length and KV-cache size (mage_jax/rl/vllm_process.py). Prints one JSON
 line {"url", "model", "weights", "startup_s", "log"} once /health answers; point
 `python -m launch.rl --server_url=<url>` at it. SIGINT / SIGTERM stop the server (exit 0).
+
+With env hosts on other machines (`env.backend=ray`), bind an address they can route to
+(`--host=0.0.0.0` or the LAN address) and give launch.rl that address as
+`--config.rl.engine_advertise_url`; VLLM_SERVER_DEV_MODE's routes (weight reload, pause,
+collective_rpc) are unauthenticated, so keep such an engine on a private network.
 """
 from __future__ import annotations
 
@@ -23,7 +28,10 @@ from mage_jax.rl import vllm_process
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "Exported HF directory to serve.", required=True)
 _MODEL_NAME = flags.DEFINE_string("model_name", "mage", "Served model name (config.rl.model_name).")
-_HOST = flags.DEFINE_string("host", "127.0.0.1", "Listen address.")
+_HOST = flags.DEFINE_string(
+    "host", "127.0.0.1", "Listen address; 0.0.0.0 / a LAN address for RL env hosts on other "
+    "machines (then launch.rl --config.rl.engine_advertise_url=http://THIS_HOST:PORT/v1). The "
+    "dev routes (reload, pause, collective_rpc) have no authentication: private network only.")
 _PORT = flags.DEFINE_integer("port", 8000, "Port; 0 = a free one (printed).")
 _DTYPE = flags.DEFINE_string("dtype", "float32", "Compute dtype (float32 for log-prob parity on CPU).")
 _MAX_MODEL_LEN = flags.DEFINE_integer("max_model_len", 4096, "Context length (prompt + completion).")

@@ -76,7 +76,10 @@ def test_launch_rl_over_ray_survives_a_killed_env_node(cluster, tmp_path):
   port = _free_port(ENGINE_HOST)
   url = f"http://{ENGINE_HOST}:{port}/v1"
   workdir = tmp_path / "rl"
+  # 2 updates of 1 group x 2 episodes (+1 redundant) of one model call: the plumbing, small.
   proc = _launch_rl(workdir, c.address, "--config.rl.total_updates=2", "--config.rl.env_slots=4",
+                    "--config.rl.groups_per_update=1", "--config.rl.episodes_per_group=2",
+                    "--config.rl.max_episode_steps=1",
                     "--config.rl.group_redundancy=1", f"--config.rl.engine_host={ENGINE_HOST}",
                     f"--config.rl.engine_port={port}", f"--config.rl.engine_advertise_url={url}")
   out, killed = [], []
@@ -90,6 +93,7 @@ def test_launch_rl_over_ray_survives_a_killed_env_node(cluster, tmp_path):
   try:
     for line in proc.stdout:
       out.append(line)
+      print(line, end="", flush=True)       # shown by pytest when the test fails
       if timer is None and "lag <=" in line:     # the run's header: rollout threads start now
         timer = threading.Timer(KILL_AFTER_S, kill_one_node)
         timer.start()
@@ -110,19 +114,19 @@ def test_launch_rl_over_ray_survives_a_killed_env_node(cluster, tmp_path):
   assert summary["updates"] == 2 and [r["version"] for r in rows] == [1, 2]
   assert all(r["max_staleness"] <= 3 for r in rows)
   totals = summary["totals"]
-  # Every episode of a trained group came back from an env actor: 4 kept of 5 per group.
-  assert all(r["episodes"] + r["env_errors"] >= 4 * 2 for r in rows)
+  # Every trained group is whole or its missing episodes are counted env errors.
+  assert all(r["episodes"] + r["env_errors"] >= 2 for r in rows)
   groups = [json.loads(line) for line in (workdir / "groups.jsonl").read_text().splitlines()]
   ids = [g["group_id"] for g in groups]
-  assert len(ids) == len(set(ids)) == totals["groups"] == 4            # no group twice
+  assert len(ids) == len(set(ids)) == totals["groups"] == 2            # no group twice
   episodes = [e for g in groups for e in g.get("episode_ids", [])]
   assert len(episodes) == len(set(episodes))
-  assert all(len(g["episode_ids"]) <= 4 and g["lag"] <= 3 for g in groups)
+  assert all(len(g["episode_ids"]) <= 2 and g["lag"] <= 3 for g in groups)
   # No group lost without a count: every started group was trained, dropped (stale / empty /
-  # failed) or still in flight when the run ended (at most the admission window's 8).
+  # failed) or still in flight when the run ended (at most the admission window's 4).
   counted = (totals["groups"] + totals.get("dropped_stale_groups", 0) + totals.get("empty_groups", 0)
              + totals.get("failed_groups", 0))
-  assert counted <= totals["started_groups"] <= counted + 8
+  assert counted <= totals["started_groups"] <= counted + 4
   assert totals.get("failed_groups", 0) == 0                          # the engine never failed
 
 

@@ -56,11 +56,16 @@ class JobFeed:
     self._closed = False
 
   def put(self, job: Job, on_done: OnDone) -> None:
+    self.put_all([job], on_done)
+
+  def put_all(self, jobs: Iterable[Job], on_done: OnDone) -> None:
+    """Queue the jobs back to back (another producer's jobs never land between them)."""
     with self._cond:
+      jobs = list(jobs)
       if self._closed:
-        raise RuntimeError(f"JobFeed is closed: episode {job.episode_id} cannot be queued")
-      self._items.append((job, on_done))
-      self._cond.notify()
+        raise RuntimeError(f"JobFeed is closed: episodes {[j.episode_id for j in jobs]} cannot be queued")
+      self._items.extend((job, on_done) for job in jobs)
+      self._cond.notify_all()
 
   def take(self, timeout_s: float = 0.0) -> tuple[Job, OnDone] | None:
     """The oldest queued job, waiting up to timeout_s for one; None if there is none."""

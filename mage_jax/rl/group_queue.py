@@ -70,8 +70,7 @@ class GroupQueue:
     """Queue the jobs (`keep` + redundancy of them); returns, in finishing order, the results
     received until `keep` episodes finished without an env error (or every job reported)."""
     group = _Group(keep, jobs, self.feed)
-    for job in jobs:
-      self.feed.put(job, group.add)
+    self.feed.put_all(jobs, group.add)   # a group's episodes are contiguous in the queue
     with group.cond:
       while not group.complete():
         if self.closed:
