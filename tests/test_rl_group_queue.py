@@ -28,7 +28,7 @@ class TimedPolicy(ScriptedPolicy):
     if request.t == 1:
       self.log.append(("start", request.episode.id, time.monotonic(), threading.current_thread().name))
     if self.hold is not None:
-      assert self.hold.wait(60)
+      assert self.hold.wait(300)
     time.sleep(self.delay)
     if self.crash:   # what a dying sandbox looks like to the slot: an exception in the episode
       raise OSError("sandbox died")
@@ -96,10 +96,10 @@ def test_every_slot_serves_every_group_in_queue_order(tmp_path):
     while len(log) < 2:          # a's two episodes run (held) before b is queued
       time.sleep(0.02)
     threads[1].start()
-    threads[1].join(60)          # b finishes on the third slot while a is still held
+    threads[1].join(240)         # b finishes on the third slot while a is still held
     assert "b" in out and "a" not in out and len(out["b"]) == 2
     hold_a.set()
-    threads[0].join(60)
+    threads[0].join(240)
     assert len(out["a"]) == 2
     starts = sorted(log, key=lambda r: r[2])
     assert [e for _, e, *_ in starts] == ["a-e0", "a-e1", "b-e0", "b-e1"]   # queue order
