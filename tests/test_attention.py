@@ -53,6 +53,26 @@ def test_xla_matches_numpy_reference(causal, q_chunk):
   assert np.all(np.asarray(out)[0, 21:] == 0)  # padding rows are exactly zero
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_xla_within_max_segment_len_matches_numpy_and_flags_longer_segments(causal):
+  # Row 0: segments of 7, 9, 5 then padding; row 1: one 24-slot segment. Blocks of 4 queries
+  # see only keys within max_segment_len - 1 slots, so the bound must cover every segment.
+  q, k, v, seg, pos = _packed_case(row0=(7, 9, 5))
+  seg[1] = np.repeat([1, 2, 3], 8)  # row 1 as three 8-slot segments
+  pos[1] = np.tile(np.arange(8), 3)
+  args = (jnp.array(q), jnp.array(k), jnp.array(v))
+  s, p = jnp.array(seg), jnp.array(pos)
+  kw = dict(q_segment_ids=s, kv_segment_ids=s, causal=causal, backend="xla", q_positions=p,
+            kv_positions=p, causal_block=4)
+  out = attention(*args, max_segment_len=9, **kw)
+  ref = numpy_attention(q, k, v, seg, seg, causal, pos, pos, 16 ** -0.5)
+  np.testing.assert_allclose(np.asarray(out), ref, atol=2e-6)
+  with pytest.raises(ValueError, match="at most 8 slots"):  # the 9-slot segment breaks it
+    attention(*args, max_segment_len=8, **kw)
+  traced = jax.jit(lambda *a: attention(*a, max_segment_len=8, **kw))(*args)
+  assert np.isnan(np.asarray(traced)[0]).all() and not np.isnan(np.asarray(traced)[1]).any()
+
+
 def test_xla_decode_shape_with_cache_slots():
   # T=3 new queries against S=10 cache slots, some empty (segment 0).
   r = np.random.default_rng(1)

@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mage_jax.bench import flops as flops_lib
 from mage_jax.bench import lm_step, timing
+from mage_jax.train import flops as flops_lib
 from mage_jax.bench.results import Row, goal_row
 from mage_jax.models.config import Qwen3Config
 
@@ -57,10 +57,9 @@ def train_step_vs_torch(cfg: Qwen3Config, *, batch_size: int, seq_len: int, reps
   thunks["matmul"] = mm
   times = timing.interleaved(thunks, reps=reps, warmup=1, syncs=syncs)
   ours = times["ours_jax_jit"].median_s
-  seg_lengths = [int(n) for n in (batch["segment_ids"] > 0).sum(axis=1)]
-  step_flops = flops_lib.qwen3_step_flops(cfg, seg_lengths)
+  step_flops = flops_lib.batch_flops(cfg, batch, loss_chunk_size=loss_chunk_size)
   ceiling = mm_flops / times["matmul"].median_s
-  achieved = step_flops["total"] / ours
+  achieved = step_flops["flops_model"] / ours
   details.update(
       config={k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
       batch_size=batch_size, seq_len=seq_len, threads=threads,

@@ -1,27 +1,31 @@
-"""The GPU suite: `python3 -m launch.bench --suite=gpu`, < 5 minutes on one H100/H200.
+"""The GPU suite: `bash scripts/device_gpu_bench.sh` (one 10-minute lease on one H200).
 
-The device command is `bash scripts/device_gpu_bench.sh` (BENCHMARKS.md "GPU"). Imports
-only jax, flax, optax, numpy and the standard library (tests/test_bench.py runs it with
-nothing else importable), so it runs on a bare JAX+CUDA image with no internet. Sections,
-each with a time budget printed before it starts (sections.SuiteRun: a failing section is
-recorded and the next runs; results JSON rewritten after each; device memory after each):
+A ladder, each rung written to $OUT/results_gpu.json before the next starts (sections.
+SuiteRun: a failing section is recorded and the next runs; a section that cannot fit the
+time left before the deadline is skipped and says so; the step rungs record init /
+compile / step seconds as they happen):
 
-1. bf16 matmul ceiling (chained 8192³ matmuls in one jit);
-2. packed attention == split attention on the GPU flash kernel (`pallas_gpu`, or the
-   kernel --gpu_attention names), forward and gradients, plus the packed output against
-   an fp32 XLA reference;
-3. how many tiles our kernel's block skipping visits for the step's batch layout vs a
-   kernel that does not skip (a pure jnp count);
-4. the SFT step of the full Mage-VL 4.74B on 32,768 packed tokens with 3 screenshots per
-   sample (bench.mage_vl_workload): step time, tokens/s, MFU (6·N·D, and with attention)
-   against 989 TFLOP/s and against the measured ceiling, and peak device memory. A step
-   whose attention kernel fails is retried once with `xla` in the same run; both
-   attempts are reported.
+0. preflight (its own process, before this suite: bench/preflight.py): versions, devices
+   and the flash kernel's verdict, read here; it picks the attention of every step;
+1. embedded engine decode (needs nothing from the steps, so it does not wait for them);
+2. bf16 matmul ceiling (chained 8192³ matmuls in one jit);
+3. the mid-size Mage-VL SFT step (full widths, 4 LM + 4 ViT layers, 8,192 packed tokens);
+4. the full Mage-VL 4.74B SFT step on 32,768 packed tokens with 3 screenshots per sample:
+   step time, tokens/s, MFU (model FLOPs, train/flops.py: the trainer's own accounting)
+   and HFU (hardware FLOPs, with remat) against 989 TFLOP/s and the measured ceiling,
+   peak device memory;
+5. packed == split attention at the step's head shapes (only when the kernel passed the
+   preflight);
+6. how many tiles the kernel's block skipping visits for the step's layout (pure jnp).
+
+A step whose kernel fails other than by running out of memory frees that attempt's memory
+and runs once more on the fallback ("xla" attending within segments, never the dense row);
+after one kernel failure later steps use the fallback directly.
 
 Without a GPU the suite refuses to run (with the backend's error) unless allow_cpu: then
-the same code runs on CPU with a `small` or `tiny` config (XLA attention for the step,
-the Pallas kernel in interpret mode for the check) and every row is labelled
-"cpu-fallback": those figures say the script works, not how fast anything is.
+the same ladder runs on CPU with the `tiny` and `small` stand-ins (`--dry_run` of the device
+script) and every row is labelled "cpu-fallback": those figures say the script works, not
+how fast anything is. Imports only jax, flax, optax, numpy and the standard library.
 """
 from __future__ import annotations
 
@@ -33,26 +37,34 @@ import numpy as np
 
 from mage_jax.bench import decode_bench
 from mage_jax.bench import mage_vl_workload as workload_lib
-from mage_jax.bench import timing
+from mage_jax.bench import preflight, timing
 from mage_jax.bench.results import Row, goal_row
 from mage_jax.bench.sections import SuiteRun
+from mage_jax.train import flops as flops_lib
 
-CMD = "python3 -m launch.bench --suite=gpu"
+CMD = "bash scripts/device_gpu_bench.sh"
 DATASHEET_BF16_FLOPS = 989e12  # H100/H200 SXM dense bf16
-ATTENTION_CHOICES = ("auto", "pallas_gpu", "xla", "cudnn")
-# Seconds per section on one H200, compile included (sum 300 s: the suite's 5-minute goal;
-# the full step compiled in 185 s on 2 CPU cores). On CPU the budgets are informational.
-GPU_BUDGETS_S = {"matmul_ceiling": 15, "attention_check": 45, "flash_block_skipping": 10,
-                 "mage_vl_step": 230, "engine_decode": 60}
-CPU_BUDGETS_S = {"matmul_ceiling": 30, "attention_check": 90, "flash_block_skipping": 15,
-                 "mage_vl_step": 180, "engine_decode": 30}
+ATTENTION_CHOICES = ("auto", "pallas_gpu", "xla")
+# Seconds per section on one H200, compile included; a section starts only with its budget
+# left before the deadline. With the preflight's 30 s they sum to 480 s, inside the device
+# script's 570 s (a 600 s lease less start-up). The full step compiled in 185 s on 2 CPU
+# cores. On CPU (the dry run) the budgets are what this 2-core machine needs.
+GPU_BUDGETS_S = {"engine_decode": 60, "matmul_ceiling": 15, "mage_vl_mid": 90,
+                 "mage_vl_full": 230, "attention_check": 45, "flash_block_skipping": 10}
+CPU_BUDGETS_S = {"engine_decode": 40, "matmul_ceiling": 20, "mage_vl_mid": 60,
+                 "mage_vl_full": 90, "attention_check": 60, "flash_block_skipping": 15}
+SECTIONS = tuple(GPU_BUDGETS_S)
+# CPU: both rungs at `tiny` (the full rung's compile then comes from the persistent cache,
+# which the dry run thereby checks; `--gpu_size=small` runs a bigger stand-in).
+STEP_SIZES = {True: {"mage_vl_mid": "mid", "mage_vl_full": "full"},
+              False: {"mage_vl_mid": "tiny", "mage_vl_full": "tiny"}}
 
 
 def on_gpu() -> bool:
   return jax.default_backend() == "gpu"
 
 
-# ----------------------------------------------------------------------------- 1. ceiling
+# ----------------------------------------------------------------------------- ceiling
 
 
 def matmul_ceiling(n: int, chain: int, reps: int, dtype=jnp.bfloat16) -> dict[str, float]:
@@ -68,64 +80,6 @@ def matmul_ceiling(n: int, chain: int, reps: int, dtype=jnp.bfloat16) -> dict[st
   flops = 2.0 * n ** 3 * chain
   return {"n": n, "chain": chain, "dtype": jnp.dtype(dtype).name, "median_s": t.median_s,
           "flops_per_s": flops / t.median_s, "best_flops_per_s": flops / t.min_s}
-
-
-# ------------------------------------------------------------------- 2. packed == split attention
-
-
-def _xla_reference(q, k, v, seg):
-  from mage_jax.models.attention import attention
-  f32 = lambda x: x.astype(jnp.float32)
-  return attention(f32(q), f32(k), f32(v), q_segment_ids=seg, kv_segment_ids=seg, causal=True,
-                   backend="xla", q_chunk=None)
-
-
-def attention_packed_vs_split(backend: str, seg_lengths: list[int], pad: int, heads: int,
-                              kv_heads: int, head_dim: int, dtype) -> dict[str, Any]:
-  """Max |packed − split| of the kernel's output and input gradients, per segment."""
-  from mage_jax.models.attention import attention
-  t = sum(seg_lengths) + pad
-  kq, kk, kv, kc = jax.random.split(jax.random.key(3), 4)
-  q = jax.random.normal(kq, (1, t, heads, head_dim), jnp.float32).astype(dtype)
-  k = jax.random.normal(kk, (1, t, kv_heads, head_dim), jnp.float32).astype(dtype)
-  v = jax.random.normal(kv, (1, t, kv_heads, head_dim), jnp.float32).astype(dtype)
-  cot = jax.random.normal(kc, (1, t, heads, head_dim), jnp.float32).astype(dtype)
-  seg = np.zeros((1, t), np.int32)
-  starts = np.cumsum([0] + seg_lengths)
-  for i, n in enumerate(seg_lengths):
-    seg[0, starts[i]:starts[i] + n] = i + 1
-  seg = jnp.asarray(seg)
-
-  def loss(q, k, v, seg, cot):
-    out = attention(q, k, v, q_segment_ids=seg, kv_segment_ids=seg, causal=True, backend=backend)
-    return jnp.sum(out.astype(jnp.float32) * cot.astype(jnp.float32)), out
-
-  fwd_bwd = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2), has_aux=True))
-  (_, packed_out), packed_grads = fwd_bwd(q, k, v, seg, cot)
-  reference = jax.jit(_xla_reference)(q, k, v, seg)
-  err_out = err_grad = 0.0
-  for i, n in enumerate(seg_lengths):
-    sl = slice(int(starts[i]), int(starts[i] + n))
-    one = jnp.ones((1, n), jnp.int32)
-    (_, out_i), grads_i = fwd_bwd(q[:, sl], k[:, sl], v[:, sl], one, cot[:, sl])
-    err_out = max(err_out, float(jnp.max(jnp.abs(
-        packed_out[:, sl].astype(jnp.float32) - out_i.astype(jnp.float32)))))
-    for gp, gi in zip(packed_grads, grads_i):
-      # Relative to the tensor's scale: dk/dv sum over thousands of queries, so their
-      # bf16 ulp is large in absolute terms.
-      gi32 = gi.astype(jnp.float32)
-      err_grad = max(err_grad, float(jnp.max(jnp.abs(gp[:, sl].astype(jnp.float32) - gi32))
-                                     / jnp.maximum(jnp.max(jnp.abs(gi32)), 1e-6)))
-  real = seg != 0
-  err_ref = float(jnp.max(jnp.where(real[:, :, None, None], jnp.abs(
-      packed_out.astype(jnp.float32) - reference), 0.0)))
-  pad_max = float(jnp.max(jnp.where(real[:, :, None, None], 0.0, jnp.abs(packed_out.astype(jnp.float32)))))
-  tol = 2e-2 if jnp.dtype(dtype) == jnp.bfloat16 else 1e-4
-  ok = err_out <= tol and err_grad <= tol and err_ref <= 2 * tol and pad_max == 0.0
-  return {"backend": backend, "seq_len": t, "segments": seg_lengths, "dtype": jnp.dtype(dtype).name,
-          "max_abs_packed_vs_split_out": err_out, "max_rel_packed_vs_split_grad": err_grad,
-          "max_abs_packed_vs_fp32_xla": err_ref, "max_abs_padding_out": pad_max,
-          "tolerance_out": tol, "ok": bool(ok)}
 
 
 def flash_block_skipping(batch: dict[str, np.ndarray]) -> dict[str, dict[str, int]]:
@@ -152,9 +106,35 @@ class NoGPU(RuntimeError):
   """--suite=gpu without a GPU and without allow_cpu."""
 
 
+def peak_flops(gpu: bool, ceiling: dict | None) -> tuple[float, str]:
+  """The MFU denominator: the trainer's per-device peak (train/metrics.py: the datasheet for
+  known GPUs) on a GPU; on CPU this run's measured ceiling (NaN without one)."""
+  if gpu:
+    from mage_jax.train import metrics
+    tflops, source = metrics.device_peak_tflops()
+    return tflops * 1e12, source
+  if ceiling:
+    return ceiling["flops_per_s"], "measured matmul ceiling (this run)"
+  return float("nan"), "no ceiling measured"
+
+
+def choose_step_attention(attention: str, verdict: dict[str, Any], gpu: bool) -> str:
+  """The steps' attention: the kernel unless the preflight failed it (then the fallback,
+  never the kernel again); on CPU the stand-ins use xla unless a kernel is forced
+  (interpret mode is too slow there)."""
+  if attention == "xla" or verdict.get("kernel_ok") is False:
+    return preflight.FALLBACK_ATTENTION
+  if attention == "auto" and not gpu:
+    return "xla"
+  return preflight.kernel_for(attention, gpu)
+
+
 def run(suite: SuiteRun, *, size: str = "auto", remat: str = "full", reps: int = 3,
-        attention: str = "auto", allow_cpu: bool = False) -> SuiteRun:
-  """All sections into `suite` (rows + details; JSON after each section)."""
+        attention: str = "auto", allow_cpu: bool = False,
+        verdict: dict[str, Any] | None = None) -> SuiteRun:
+  """The ladder into `suite` (rows + details; JSON after each section). `verdict`: the
+  preflight's (preflight.read_verdict); None = no preflight, the kernel is assumed to work.
+  `size`: auto = the mid and full rungs (CPU: tiny and small); one size = that rung only."""
   gpu = on_gpu()
   if not gpu:
     error = gpu_backend_error()
@@ -163,64 +143,32 @@ def run(suite: SuiteRun, *, size: str = "auto", remat: str = "full", reps: int =
       suite.details["error"] = f"no GPU backend: {error}"
       suite.write(complete=False)
       raise NoGPU(f"--suite=gpu found no GPU backend ({error}); pass --allow_cpu for the CPU "
-                  "smoke run")
-  if size == "auto":
-    size = "full" if gpu else "small"
+                  "smoke run (bash scripts/device_gpu_bench.sh --dry_run)")
   if attention not in ATTENTION_CHOICES:
     raise ValueError(f"attention={attention!r} is not one of {ATTENTION_CHOICES}")
-  step_attention = "" if attention == "auto" else attention
-  kernel = attention if attention in ("pallas_gpu", "cudnn") else (
-      "pallas_gpu" if gpu else "pallas_interpret")
+  rungs = dict(STEP_SIZES[gpu]) if size == "auto" else {"mage_vl_full": size}
+  verdict = dict(verdict or {"kernel_ok": None, "attention": ""})
+  kernel = preflight.kernel_for(attention, gpu)
+  step_attention = choose_step_attention(attention, verdict, gpu)
+  state = {"attention": step_attention}
   budgets = GPU_BUDGETS_S if gpu else CPU_BUDGETS_S
   tag = "" if gpu else " [cpu-fallback]"
   suite.details.update(
       label=(f"device: {jax.devices()[0].device_kind}" if gpu else
-             f"cpu-fallback: no GPU found; {size} config, figures only show that the script runs"),
-      size=size, remat=remat, gpu=gpu, attention=attention, budgets_s=budgets)
+             "cpu-fallback: no GPU found; stand-in configs, figures only show that the script "
+             "runs"),
+      rungs=rungs, remat=remat, gpu=gpu, attention=attention, preflight=verdict,
+      step_attention=step_attention, budgets_s=budgets)
   print(suite.details["label"], flush=True)
-  print(f"sections and budgets (s): {budgets}, {sum(budgets.values())} s in all", flush=True)
+  print(f"preflight verdict: {verdict}; steps use attention={step_attention}", flush=True)
+  print(f"sections and budgets (s): {budgets}, {sum(budgets.values())} s in all; "
+        f"{suite.remaining_s():.0f} s left before the deadline", flush=True)
+  if verdict.get("kernel_ok") is not None:
+    ok = bool(verdict["kernel_ok"])
+    suite.add(Row(f"preflight: {verdict.get('kernel', kernel)} packed fwd+bwd{tag}", float(ok),
+                  "bool", goal="== 1", met=ok, command=CMD,
+                  note=str(verdict.get("error", ""))[:120]))
   reps = max(1, min(reps, 3))
-
-  ceil = suite.section("matmul_ceiling", budgets["matmul_ceiling"], lambda: matmul_ceiling(
-      8192 if gpu else 512 if size == "small" else 256, chain=8 if gpu else 2,
-      reps=5 if gpu else 2))
-  if ceil:
-    suite.add(Row(f"bf16 matmul ceiling {ceil['n']}^3{tag}", ceil["flops_per_s"] / 1e12,
-                  "TFLOP/s", command=CMD, note=f"datasheet {DATASHEET_BF16_FLOPS / 1e12:g}"))
-
-  shape = ([2500, 1000, 500], 96, 32, 8, 128, jnp.bfloat16) if gpu else (
-      [40, 64, 17], 7, 2, 1, 32, jnp.float32)
-  att = suite.section("attention_check", budgets["attention_check"],
-                      lambda: attention_packed_vs_split(kernel, *shape))
-  suite.add(Row(f"packed == split attention ({kernel}){tag}", float(bool(att and att["ok"])),
-                "bool", goal="== 1", met=bool(att and att["ok"]), command=CMD,
-                note="" if att else suite.details["attention_check"]["error"][:120]))
-
-  cfg = workload_lib.mage_vl_config(size, remat, step_attention)
-  work = workload_lib.workload(size)
-  chunk = work.pop("loss_chunk_size")
-  batch = workload_lib.mage_vl_batch(**work, cfg=cfg)
-  suite.details["batch"] = {"shape": {k: list(v.shape) for k, v in batch.items()},
-                            "images_per_sample": work["images_per_sample"]}
-  skip = suite.section("flash_block_skipping", budgets["flash_block_skipping"],
-                       lambda: flash_block_skipping(batch))
-  if skip:
-    for part, what in (("lm", "LM causal"), ("vit", "ViT per-image")):
-      c = skip[part]
-      suite.add(Row(f"flash tiles visited vs dense, {what} fwd{tag}",
-                    100 * c["fwd"] / c["fwd_dense"], "%", command=CMD,
-                    note=f"{c['fwd']} of {c['fwd_dense']} tiles; bwd dq "
-                         f"{100 * c['dq'] / c['dq_dense']:.0f}%, dkv "
-                         f"{100 * c['dkv'] / c['dkv_dense']:.0f}%"))
-
-  step = suite.section("mage_vl_step", budgets["mage_vl_step"],
-                       lambda: workload_lib.step_with_attention_fallback(
-                           size, remat, cfg.text.attention_backend, batch, reps, chunk))
-  if step:
-    _step_rows(suite, step, ceil, size, remat, gpu, tag)
-  else:
-    suite.add(Row(f"Mage-VL SFT step{tag}", float("nan"), "s", goal="runs", met=False,
-                  command=CMD, note=suite.details["mage_vl_step"]["error"][:120]))
 
   decode = suite.section("engine_decode", budgets["engine_decode"],
                          lambda: decode_bench.engine_decode(gpu))
@@ -231,29 +179,120 @@ def run(suite: SuiteRun, *, size: str = "auto", remat: str = "full", reps: int =
                     int(rows) * ms["1"] / ms[rows], "x", command=CMD,
                     note=f"{decode['model']}: {ms['1']:.2f} ms (1 row) vs {ms[rows]:.2f} ms "
                          f"({rows} rows) per 4-token decode_slots call"))
+
+  ceil = suite.section("matmul_ceiling", budgets["matmul_ceiling"], lambda: matmul_ceiling(
+      8192 if gpu else 256, chain=8 if gpu else 2, reps=5 if gpu else 2))
+  if ceil:
+    suite.add(Row(f"bf16 matmul ceiling {ceil['n']}^3{tag}", ceil["flops_per_s"] / 1e12,
+                  "TFLOP/s", command=CMD, note=f"datasheet {DATASHEET_BF16_FLOPS / 1e12:g}"))
+  peak, peak_source = peak_flops(gpu, ceil)
+  suite.details["peak"] = {"flops_per_s": peak, "source": peak_source}
+
+  batch = None
+  for name in ("mage_vl_mid", "mage_vl_full"):
+    if name not in rungs:
+      continue
+    step, batch = _step_rung(suite, name, rungs[name], budgets[name], remat, reps, state,
+                             kernel, gpu)
+    if step:
+      _step_rows(suite, step, ceil, peak, rungs[name], remat, gpu, tag)
+
+  if step_attention == kernel and kernel.startswith("pallas") and state["attention"] == kernel:
+    shape = ([2500, 1000, 500], 96, 32, 8, 128, jnp.bfloat16) if gpu else (
+        [40, 64, 17], 7, 2, 1, 32, jnp.float32)
+    att = suite.section("attention_check", budgets["attention_check"],
+                        lambda: preflight.attention_packed_vs_split(kernel, *shape))
+    if att or "error" in suite.details.get("attention_check", {}):
+      suite.add(Row(f"packed == split attention at the step's heads ({kernel}){tag}",
+                    float(bool(att and att["ok"])), "bool", goal="== 1",
+                    met=bool(att and att["ok"]), command=CMD,
+                    note="" if att else suite.details["attention_check"]["error"][:120]))
+  else:
+    suite.skip("attention_check", f"the steps ran attention={state['attention']}, not a "
+                                  "flash kernel that passed the preflight")
+
+  if batch is not None:
+    skip = suite.section("flash_block_skipping", budgets["flash_block_skipping"],
+                         lambda: flash_block_skipping(batch))
+    if skip:
+      for part, what in (("lm", "LM causal"), ("vit", "ViT per-image")):
+        c = skip[part]
+        suite.add(Row(f"flash tiles visited vs dense, {what} fwd{tag}",
+                      100 * c["fwd"] / c["fwd_dense"], "%", command=CMD,
+                      note=f"{c['fwd']} of {c['fwd_dense']} tiles; bwd dq "
+                           f"{100 * c['dq'] / c['dq_dense']:.0f}%, dkv "
+                           f"{100 * c['dkv'] / c['dkv_dense']:.0f}%"))
   return suite
 
 
-def _step_rows(suite: SuiteRun, step: dict[str, Any], ceil: dict | None, size: str, remat: str,
-               gpu: bool, tag: str) -> None:
+def _step_rung(suite: SuiteRun, name: str, size: str, budget: float, remat: str, reps: int,
+               state: dict[str, str], kernel: str, gpu: bool
+               ) -> tuple[dict[str, Any] | None, dict[str, np.ndarray]]:
+  """One Mage-VL step rung; a kernel failure here switches `state["attention"]` to the
+  fallback for every later rung."""
+  work = workload_lib.workload(size)
+  chunk = work.pop("loss_chunk_size")
+  cfg = workload_lib.mage_vl_config(size, remat, state["attention"])
+  batch = workload_lib.mage_vl_batch(**work, cfg=cfg)
+  suite.details.setdefault("batches", {})[name] = {
+      "size": size, "shape": {k: list(v.shape) for k, v in batch.items()},
+      "images_per_sample": work["images_per_sample"], "loss_chunk_size": chunk}
+  fallback = "" if state["attention"] == preflight.FALLBACK_ATTENTION else (
+      preflight.FALLBACK_ATTENTION)
+  attempts: list[dict[str, Any]] = []
+
+  def body():
+    try:
+      return workload_lib.step_with_attention_fallback(
+          size, remat, state["attention"], fallback, batch, reps, chunk,
+          progress=lambda **kw: suite.progress(name, **kw))
+    except workload_lib.StepFailed as e:
+      attempts.extend(e.attempts)
+      raise
+
+  step = suite.section(name, budget, body)
+  attempts = step["attempts"] if step else attempts
+  if any(not a["ok"] and not a.get("out_of_memory") and a["attention"] == kernel
+         for a in attempts):
+    state["attention"] = preflight.FALLBACK_ATTENTION
+    suite.details["kernel_failed_in"] = name
+  if not step:
+    info = suite.details.get(name, {})
+    if attempts:
+      info["attempts"] = attempts
+    tag = "" if gpu else " [cpu-fallback]"
+    suite.add(Row(f"Mage-VL {size} SFT step{tag}", float("nan"), "s", goal="runs", met=False,
+                  command=CMD, note=str(info.get("error") or info.get("skipped", ""))[:120]))
+  return step, batch
+
+
+def _step_rows(suite: SuiteRun, step: dict[str, Any], ceil: dict | None, peak: float,
+               size: str, remat: str, gpu: bool, tag: str) -> None:
   s = step["timing"]["median_s"]
   f = step["flops"]
-  name = {"full": "Mage-VL 4B", "small": "Mage-VL small", "tiny": "Mage-VL tiny"}[size]
+  name = {"full": "Mage-VL 4B", "mid": "Mage-VL mid (4+4 layers)", "small": "Mage-VL small",
+          "tiny": "Mage-VL tiny"}[size]
   tried = " then ".join(a["attention"] + ("" if a["ok"] else " (failed)") for a in step["attempts"])
+  mfu = flops_lib.mfu(f["flops_model"], s, peak)
+  hfu = flops_lib.mfu(f["flops_hardware"], s, peak)
+  step["mfu"] = {"model": mfu, "hardware": hfu, "peak_flops_per_s": peak}
   suite.add(
       Row(f"{name} SFT step, {step['tokens']} tokens (median){tag}", s, "s", command=CMD,
-          note=f"remat={remat}, attention {tried}, {step['patches']} patches, "
-               f"compile+1st {step['phases']['first_step_s']:.0f}s"),
+          note=f"remat={remat}, attention {tried}, {step['patches']} patches, init "
+               f"{step['phases']['init_s']:.0f}s, compile+1st {step['phases']['first_step_s']:.0f}s"),
       Row(f"{name} tokens/s{tag}", step["tokens"] / s, "tok/s", command=CMD))
-  for kind, fl in (("6N", f["six_n_d"]), ("6N+attn", f["total"])):
-    achieved = fl / s
-    if gpu:
-      suite.add(goal_row(f"MFU {kind} vs 989 TFLOP/s", 100 * achieved / DATASHEET_BF16_FLOPS,
-                         "%", 50, command=CMD))
-    if ceil:
-      suite.add(Row(f"MFU {kind} vs measured ceiling{tag}", 100 * achieved / ceil["flops_per_s"],
-                    "%", command=CMD))
+  peak_note = f"peak {peak / 1e12:.4g} TFLOP/s; head on {f['head_tokens']:.0f} loss tokens"
+  if gpu and size == "full":
+    suite.add(goal_row(f"{name} MFU (model FLOPs)", 100 * mfu, "%", 50, command=CMD,
+                       note=peak_note))
+  else:
+    suite.add(Row(f"{name} MFU (model FLOPs){tag}", 100 * mfu, "%", command=CMD, note=peak_note))
+  suite.add(Row(f"{name} HFU (hardware FLOPs, remat={remat}){tag}", 100 * hfu, "%",
+                command=CMD, note=peak_note))
+  if gpu and ceil:
+    suite.add(Row(f"{name} MFU vs measured ceiling", 100 * f["flops_model"] / s
+                  / ceil["flops_per_s"], "%", command=CMD))
   if step["peak_bytes_in_use"] is not None:
-    suite.add(Row(f"peak device memory{tag}", step["peak_bytes_in_use"] / 2 ** 30, "GiB",
+    suite.add(Row(f"{name} peak device memory{tag}", step["peak_bytes_in_use"] / 2 ** 30, "GiB",
                   command=CMD, note=f"pool {step['bytes_limit'] / 2 ** 30:.1f} GiB"
                   if step.get("bytes_limit") else ""))

@@ -2,10 +2,12 @@
 
 Each section prints its time budget before it starts; a section that raises is
 recorded (error + traceback) and the next one still runs; device memory is read
-after each; every result row is printed (flushed) as soon as it exists; and the
+after each; every result row is printed (flushed) and written as soon as it exists; the
 results JSON is rewritten after every section, so a run cut off by `timeout`
-still returns what it measured ("complete": false until the end). Imports only
-the standard library and jax (the GPU suite's image has nothing else).
+still returns what it measured ("complete": false until the end). A section may
+report progress inside itself (`progress`: written at once), and one that cannot
+fit the time left before `deadline` is skipped and says so. Imports only the
+standard library and jax (the GPU suite's image has nothing else).
 """
 from __future__ import annotations
 
@@ -34,16 +36,44 @@ class SuiteRun:
   machine: dict[str, Any]
   rows: list[Row] = dataclasses.field(default_factory=list)
   details: dict[str, Any] = dataclasses.field(default_factory=dict)
+  deadline: float | None = None  # time.time() by which the run must be over; None: no limit
+
+  def remaining_s(self) -> float:
+    return float("inf") if self.deadline is None else self.deadline - time.time()
 
   def add(self, *rows: Row) -> None:
+    """Append rows, print each, and rewrite the JSON (a row is on disk as soon as it exists)."""
     for r in rows:
       self.rows.append(r)
       goal = f"  (goal {r.goal}: {'met' if r.met else 'NOT met'})" if r.goal else ""
       print(f"  {r.name}: {r.value:.6g} {r.unit}{goal}{'  ' + r.note if r.note else ''}",
             flush=True)
+    if rows:
+      self.write(complete=False)
+
+  def skip(self, name: str, reason: str) -> None:
+    """Record `name` as not run, with why (written at once)."""
+    self.details[name] = {"skipped": reason}
+    self.details.setdefault("sections", {})[name] = {"ok": False, "skipped": True,
+                                                     "reason": reason}
+    self.details.setdefault("section_order", []).append(name)
+    print(f"[{name}] SKIPPED: {reason}", flush=True)
+    self.write(complete=False)
+
+  def progress(self, name: str, **fields: Any) -> None:
+    """Record how far section `name` got (e.g. init / compile seconds) and write at once."""
+    entry = self.details.setdefault("progress", {}).setdefault(name, {})
+    entry.update(fields)
+    print(f"[{name}] progress: {fields}", flush=True)
+    self.write(complete=False)
 
   def section(self, name: str, budget_s: float, fn: Callable[[], Any]) -> Any:
-    """Run one section; returns its result, or None when it raised."""
+    """Run one section; returns its result, or None when it raised or was skipped (less
+    than its budget left before the deadline)."""
+    left = self.remaining_s()
+    if left < budget_s:
+      self.skip(name, f"needs its {budget_s:.0f} s budget, {max(left, 0):.0f} s left")
+      return None
     print(f"[{name}] starting, budget {budget_s:.0f} s", flush=True)
     start = time.perf_counter()
     out, error = None, None

@@ -13,15 +13,20 @@ zeros, never NaN. Logits and softmax are fp32; output has q's dtype.
 
 Backends (chosen explicitly; nothing falls back silently):
 - "xla": einsum + mask. Used on CPU and for decode with a KV cache.
-  Causal packed self-attention (T == S and the *same* segment-id and position
-  arrays passed for q and kv, as the decoder does) runs in query blocks of
-  `causal_block` slots, block i attending only to keys [0, end of block i]:
-  the upper triangle is never computed. That relies on positions increasing
-  with the slot inside each segment (our packed layout); it is checked
-  (ValueError on concrete inputs, NaN rows under jit). Other calls compute
-  the full T×S logits. Memory O(T*S) per head; for T above `q_chunk` every
-  query block/chunk is rematerialised so backward memory stays
-  O(block*S).
+  Packed self-attention (T == S and the *same* segment-id and position arrays
+  passed for q and kv, as the decoder and the ViT do) runs in query blocks of
+  `causal_block` slots (at most MAX_CAUSAL_BLOCKS blocks, unrolled):
+  causal, block i attends only to keys [0, end of block i] (the upper triangle
+  is never computed); relying on positions increasing with the slot inside each
+  segment (our packed layout), checked (ValueError on concrete inputs, NaN rows
+  under jit). With `max_segment_len` = L > 0 (a promise that every segment is
+  one contiguous run of at most L slots; checked the same way) a block of
+  queries [s, e) attends only to keys [s - L + 1, e) when causal and
+  [s - L + 1, e + L - 1) when not: the cost follows the segments (about 2x the
+  exact block-diagonal pairs), not the row, so a 32k row of 8k segments or a
+  ViT row of 12 images stays affordable without the Pallas kernel. Other calls
+  compute the full T×S logits. For T above `q_chunk` every query block/chunk is
+  rematerialised so backward memory stays O(block*S).
 - "pallas_gpu": our segment-aware flash kernel (`flash_attention.py`, Pallas
   → Triton): per query block it loops only over the key blocks that can share
   a segment with it (and only up to the diagonal when causal); backward
@@ -31,7 +36,8 @@ Backends (chosen explicitly; nothing falls back silently):
 - "pallas_interpret": the same kernel with interpret=True (runs on CPU; tests).
 - "cudnn": not implemented for segment ids: `jax.nn.dot_product_attention`
   has no segment-id argument and cuDNN's packed (offset) layout is not wired;
-  raises NotImplementedError instead of attending across segments.
+  raises NotImplementedError instead of attending across segments. (The GPU
+  bench's fallback is "xla" with `max_segment_len`.)
 """
 from __future__ import annotations
 
@@ -58,14 +64,15 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, q_segment_ids: jax.Ar
               q_positions: jax.Array | None = None, kv_positions: jax.Array | None = None,
               scale: float | None = None, q_chunk: int | None = DEFAULT_Q_CHUNK,
               causal_block: int = DEFAULT_CAUSAL_BLOCK,
-              block_sizes: flash.BlockSizes | None = None) -> jax.Array:
+              block_sizes: flash.BlockSizes | None = None,
+              max_segment_len: int = 0) -> jax.Array:
   _check_shapes(q, k, v, q_segment_ids, kv_segment_ids)
   scale = q.shape[-1] ** -0.5 if scale is None else scale
   if backend == "xla":
-    if causal and _is_packed_self_attention(q, k, q_segment_ids, kv_segment_ids, q_positions,
-                                            kv_positions):
-      return _xla_causal_blocked(q, k, v, q_segment_ids, q_positions, scale, causal_block,
-                                 q_chunk)
+    if (causal or max_segment_len > 0) and _is_packed_self_attention(
+        q, k, q_segment_ids, kv_segment_ids, q_positions, kv_positions):
+      return _xla_blocked(q, k, v, q_segment_ids, q_positions, scale, causal_block, q_chunk,
+                          causal=causal, span=max_segment_len)
     return _xla_attention(q, k, v, q_segment_ids, kv_segment_ids, causal, q_positions,
                           kv_positions, scale, q_chunk)
   if backend in ("pallas_gpu", "pallas_interpret"):
@@ -103,26 +110,46 @@ def _is_packed_self_attention(q, k, q_seg, kv_seg, q_pos, kv_pos) -> bool:
   return q.shape[1] == k.shape[1] and q_seg is kv_seg and q_pos is kv_pos
 
 
-def _xla_causal_blocked(q, k, v, seg, pos, scale, block, q_chunk):
-  """Causal self-attention in query blocks; block i sees keys [0, end of block i] only."""
+def _xla_blocked(q, k, v, seg, pos, scale, block, q_chunk, *, causal: bool, span: int):
+  """Self-attention in query blocks. Causal: block i sees keys [0, end of block i] only.
+  span = L > 0: keys within L - 1 slots of the block only (every segment is one run of at
+  most L slots, so no visible key lies further away)."""
   t = q.shape[1]
   block = max(block, -(-t // MAX_CAUSAL_BLOCKS))
   given = pos is not None
-  if not given:
+  if causal and not given:
     pos = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), seg.shape)
-  fn = functools.partial(_xla_block, causal=True, scale=scale)
+  if not causal:
+    pos = seg  # unused by the non-causal mask; any [B, T] array keeps the signature
+  fn = functools.partial(_xla_block, causal=causal, scale=scale)
   if q_chunk is not None and t > q_chunk:
     fn = jax.checkpoint(fn)  # long rows: backward keeps O(block*T) live, not O(T*T)
   outs = []
   for start in range(0, t, block):
     end = min(start + block, t)
-    outs.append(fn(q[:, start:end], k[:, :end], v[:, :end], seg[:, start:end], seg[:, :end],
-                   pos[:, start:end], pos[:, :end]))
+    lo = max(0, start - span + 1) if span > 0 else 0
+    hi = end if causal else (min(t, end + span - 1) if span > 0 else t)
+    outs.append(fn(q[:, start:end], k[:, lo:hi], v[:, lo:hi], seg[:, start:end], seg[:, lo:hi],
+                   pos[:, start:end], pos[:, lo:hi]))
   out = outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=1)
-  if not given:
+  if span > 0:
+    out = flash.raise_or_poison(flash.contiguity_violations(seg) | run_length_violations(seg, span),
+                                out, "xla attention with max_segment_len",
+                                f"every segment one contiguous run of at most {span} slots")
+  if not (causal and given):
     return out
   return flash.raise_or_poison(flash.position_violations(seg, pos), out, "xla causal attention",
                                "positions increasing with the slot inside each segment")
+
+
+def run_length_violations(segment_ids: jax.Array, max_len: int) -> jax.Array:
+  """bool [B]: rows where a run of one nonzero segment id is longer than `max_len` slots."""
+  t = segment_ids.shape[1]
+  slots = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), segment_ids.shape)
+  new_run = jnp.concatenate([jnp.ones_like(segment_ids[:, :1], bool),
+                             segment_ids[:, 1:] != segment_ids[:, :-1]], axis=1)
+  run_start = jax.lax.cummax(jnp.where(new_run, slots, 0), axis=1)
+  return jnp.any((segment_ids != 0) & (slots - run_start >= max_len), axis=1)
 
 
 def _xla_attention(q, k, v, q_seg, kv_seg, causal, q_pos, kv_pos, scale, q_chunk):

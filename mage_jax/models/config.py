@@ -20,6 +20,9 @@ IMAGE_PAD_ID = 151655
 
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch", "save_attn_out")
 ATTENTION_BACKENDS = ("xla", "pallas_gpu", "cudnn", "pallas_interpret")
+# Fields that say how to run a model, not what it is: free to change between runs.
+RUNTIME_FIELDS = ("param_dtype", "compute_dtype", "attention_backend", "remat_policy",
+                  "max_segment_len")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +47,13 @@ class Qwen3Config:
   compute_dtype: str = "float32"
   attention_backend: str = "xla"
   remat_policy: str = "none"
+  # 0, or a promise that no packed segment is longer: lets the "xla" attention backend
+  # attend within that window instead of the whole prefix (models/attention.py; checked).
+  max_segment_len: int = 0
 
   def __post_init__(self):
+    if self.max_segment_len < 0:
+      raise ValueError(f"max_segment_len={self.max_segment_len} must be >= 0 (0: no bound)")
     if self.num_attention_heads % self.num_key_value_heads:
       raise ValueError(
           f"num_attention_heads={self.num_attention_heads} is not a multiple of "
@@ -108,8 +116,12 @@ class MageViTConfig:
   compute_dtype: str = "float32"
   attention_backend: str = "xla"
   remat_policy: str = "none"
+  # 0, or a promise that no image has more patches: the "xla" backend's attention window.
+  max_segment_len: int = 0
 
   def __post_init__(self):
+    if self.max_segment_len < 0:
+      raise ValueError(f"vision max_segment_len={self.max_segment_len} must be >= 0 (0: no bound)")
     if self.hidden_size % self.num_attention_heads:
       raise ValueError("vision hidden_size must be a multiple of num_attention_heads")
     if self.max_window_frames < 1:

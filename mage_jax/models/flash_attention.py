@@ -58,7 +58,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import triton as plgpu
+
+from mage_jax.models import jax_compat
+
 
 # Masked logits; finite so no inf - inf. The running max starts at M_INIT, above
 # MASK_VALUE, so a fully masked block gives exp2(MASK_VALUE - M_INIT) = 0, not 1.
@@ -176,8 +178,9 @@ def layout_violations(segment_ids: jax.Array, positions: jax.Array | None) -> ja
 
 def raise_or_poison(bad: jax.Array, out: jax.Array, what: str, layout: str) -> jax.Array:
   """Concrete `bad` rows: ValueError. Traced: those rows of `out` [B, ...] become NaN."""
-  if not isinstance(bad, jax.core.Tracer):
-    rows = np.nonzero(np.asarray(bad))[0]
+  concrete = jax_compat.concrete(bad)
+  if concrete is not None:
+    rows = np.nonzero(concrete)[0]
     if rows.size:
       raise ValueError(
           f"{what}: batch rows {rows.tolist()} break the packed layout it relies on "
@@ -187,6 +190,11 @@ def raise_or_poison(bad: jax.Array, out: jax.Array, what: str, layout: str) -> j
 
 
 # ---------------------------------------------------------------------------- kernels
+
+
+def _dot(a, b):
+  """Triton's tile matmul (fp32 accumulation), looked up when a kernel is traced."""
+  return jax_compat.triton().dot(a, b)
 
 
 def _mask(seg_q, seg_k, q_start, k_start, causal: bool):
@@ -212,13 +220,13 @@ def _fwd_kernel(lo_ref, hi_ref, seg_ref, q_ref, k_ref, v_ref, o_ref, lse_ref, *,
     k_start = j * block_kv
     ks = pl.ds(k_start, block_kv)
     k = k_ref[ks, :]
-    s = plgpu.dot(q, k.T) * scale_log2  # [bq, bk] fp32
+    s = _dot(q, k.T) * scale_log2  # [bq, bk] fp32
     s = jnp.where(_mask(seg_q, seg_ref[ks], q_start, k_start, causal), s, MASK_VALUE)
     m_new = jnp.maximum(m, jnp.max(s, axis=1))
     alpha = jnp.exp2(m - m_new)
     p = jnp.exp2(s - m_new[:, None])
     v = v_ref[ks, :]
-    acc = acc * alpha[:, None] + plgpu.dot(p.astype(v.dtype), v)
+    acc = acc * alpha[:, None] + _dot(p.astype(v.dtype), v)
     return acc, m_new, l * alpha + jnp.sum(p, axis=1)
 
   init = (jnp.zeros((block_q, d), jnp.float32), jnp.full((block_q,), M_INIT, jnp.float32),
@@ -245,12 +253,12 @@ def _dq_kernel(lo_ref, hi_ref, seg_ref, q_ref, k_ref, v_ref, do_ref, lse_ref, de
     ks = pl.ds(k_start, block_kv)
     k = k_ref[ks, :]
     v = v_ref[ks, :]
-    s = plgpu.dot(q, k.T) * scale_log2
+    s = _dot(q, k.T) * scale_log2
     s = jnp.where(_mask(seg_q, seg_ref[ks], q_start, k_start, causal), s, MASK_VALUE)
     p = jnp.exp2(s - lse[:, None])
-    dp = plgpu.dot(do, v.T)
+    dp = _dot(do, v.T)
     ds = p * (dp - di[:, None])
-    return dq + plgpu.dot(ds.astype(k.dtype), k)
+    return dq + _dot(ds.astype(k.dtype), k)
 
   dq = lax.fori_loop(lo_ref[0], hi_ref[0], body,
                      jnp.zeros((block_q, q.shape[-1]), jnp.float32))
@@ -273,13 +281,13 @@ def _dkdv_kernel(lo_ref, hi_ref, seg_ref, q_ref, k_ref, v_ref, do_ref, lse_ref, 
     qs = pl.ds(q_start, block_q)
     q = q_ref[qs, :]
     do = do_ref[qs, :]
-    s = plgpu.dot(q, k.T) * scale_log2  # [bq, bk]
+    s = _dot(q, k.T) * scale_log2  # [bq, bk]
     s = jnp.where(_mask(seg_ref[qs], seg_k, q_start, k_start, causal), s, MASK_VALUE)
     p = jnp.exp2(s - lse_ref[qs][:, None])
-    dv = dv + plgpu.dot(p.astype(do.dtype).T, do)
-    dp = plgpu.dot(do, v.T)
+    dv = dv + _dot(p.astype(do.dtype).T, do)
+    dp = _dot(do, v.T)
     ds = p * (dp - delta_ref[qs][:, None])
-    dk = dk + plgpu.dot(ds.astype(q.dtype).T, q)
+    dk = dk + _dot(ds.astype(q.dtype).T, q)
     return dk, dv
 
   zeros = jnp.zeros((block_kv, d), jnp.float32)
@@ -335,7 +343,8 @@ def _forward(st: _Static, q, k, v, seg, ranges):
                  pl.BlockSpec((None, None, bq), lambda i, b, h: (b, h, i))],
       out_shape=[jax.ShapeDtypeStruct(q.shape, q.dtype),
                  jax.ShapeDtypeStruct((b, hq, t), jnp.float32)],
-      compiler_params=plgpu.CompilerParams(num_warps=warps, num_stages=st.blocks.num_stages),
+      compiler_params=jax_compat.triton_compiler_params(num_warps=warps,
+                                                        num_stages=st.blocks.num_stages),
       interpret=st.interpret, name="segment_flash_fwd",
   )(lo, hi, seg, q, k, v)
   return out, lse
@@ -349,8 +358,8 @@ def _backward(st: _Static, q, k, v, seg, ranges, out, lse, do):
   delta = jnp.einsum("bthd,bthd->bht", out.astype(jnp.float32), do.astype(jnp.float32))
   seg_spec = pl.BlockSpec((None, t), lambda i, b, h: (b, 0))
   vec_row = pl.BlockSpec((None, None, t), lambda i, b, h: (b, h, 0))
-  params = plgpu.CompilerParams(num_warps=st.blocks.num_warps_bwd,
-                                num_stages=st.blocks.num_stages)
+  params = jax_compat.triton_compiler_params(num_warps=st.blocks.num_warps_bwd,
+                                             num_stages=st.blocks.num_stages)
 
   bq, bk = st.blocks.block_q_dq, st.blocks.block_kv_dq
   lo, hi = ranges["dq"]

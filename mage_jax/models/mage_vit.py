@@ -117,7 +117,7 @@ class VisionAttention(nnx.Module):
     q = apply_vision_rope(q, positions, cfg.rope_theta)
     k = apply_vision_rope(k, positions, cfg.rope_theta)
     out = attention(q, k, v, q_segment_ids=image_ids, kv_segment_ids=image_ids, causal=False,
-                    backend=cfg.attention_backend)
+                    backend=cfg.attention_backend, max_segment_len=cfg.max_segment_len)
     out = remat_lib.tag_attn_out(out)
     return self.proj(out.reshape(b, p, cfg.hidden_size))
 

@@ -32,13 +32,14 @@ from flax import nnx
 
 from mage_jax.models.config import MageVLConfig
 from mage_jax.models.layers import Linear, as_dtype
+from mage_jax.models import jax_compat
 from mage_jax.models.mage_vit import MageViT
 from mage_jax.models.qwen3 import Qwen3Model, compute_logits, rest_logit_bias
 from mage_jax.models.sampling import KVCache, init_kv_cache
 
 
 def _is_concrete(*arrays) -> bool:
-  return not any(isinstance(a, jax.core.Tracer) for a in arrays)
+  return not any(jax_compat.is_traced(a) for a in arrays)
 
 
 def check_inputs(tokens, patch_image_ids, *, image_token_id: int, merge_group: int = 4) -> None:

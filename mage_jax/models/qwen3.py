@@ -66,7 +66,7 @@ class Qwen3Attention(nnx.Module):
     if kv_cache is None:
       out = attention(q, k, v, q_segment_ids=segment_ids, kv_segment_ids=segment_ids,
                       causal=True, backend=cfg.attention_backend, q_positions=positions,
-                      kv_positions=positions)
+                      kv_positions=positions, max_segment_len=cfg.max_segment_len)
     else:
       k_cache, v_cache, kv_seg, kv_pos, index = kv_cache
       zero = jnp.zeros((), index.dtype)

@@ -333,7 +333,8 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
                   policy_tokens_per_s=host.get("policy_tokens", 0.0) / max(update_s, 1e-9))
       if int(host.get("nonfinite", 0)) and scfg.nonfinite == "stop":
         raise FloatingPointError(f"update {version}: non-finite loss or gradient")
-      last = logger.step(version, host, flops_lib.batch_flops(t.model_cfg, batch),
+      last = logger.step(version, host, flops_lib.batch_flops(t.model_cfg, batch,
+                                                              loss_chunk_size=scfg.loss_chunk_size),
                          {"lr": float(schedule(version - 1))}) or host
       rl_record.append_groups(workdir, version, groups, samples, host)   # the report's RL view
       diverged.update(version, host)

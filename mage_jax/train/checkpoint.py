@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
+from mage_jax.models.config import RUNTIME_FIELDS
 from mage_jax.train.optimizer import path_str
 from mage_jax.weights.orbax_io import one_line, quiet_orbax
 
@@ -135,7 +136,7 @@ def compare_meta(saved: dict, expected: dict, where: str) -> None:
   problems = []
   s_model, e_model = saved.get("model", {}), expected.get("model", {})
   for k in sorted(set(s_model) | set(e_model)):
-    if k in ("param_dtype", "compute_dtype", "attention_backend", "remat_policy"):
+    if k in RUNTIME_FIELDS:
       continue  # runtime knobs may change between runs
     if s_model.get(k) != e_model.get(k):
       problems.append(f"model.{k}: checkpoint {s_model.get(k)!r} vs config {e_model.get(k)!r}")

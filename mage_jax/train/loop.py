@@ -228,7 +228,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   try:
     while step < t.total_steps:
       profiler.before_step(step)
-      flops = flops_lib.batch_flops(t.model_cfg, batch)
+      flops = flops_lib.batch_flops(t.model_cfg, batch, loss_chunk_size=scfg.loss_chunk_size)
       extra = {"lr": float(schedule(step))}
       if config.log.batch_fingerprints:
         extra["bins"] = fingerprints(batch)
