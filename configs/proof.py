@@ -19,6 +19,8 @@ Stages (mage_jax/train/curriculum.py; each in <workdir>/<stage>, a rerun resumes
   results     <workdir>/results.json (every figure for init / SFT / RL, paired SFT-vs-RL tests)
               and <workdir>/plots/proof_*.png
 
+`--config.family.*` are the task values (pools, split; mage_jax/agent/tasks/proof_pools.py), copied
+into the data and eval stages, e.g. `--config.family.pools.words=file:/abs/my_words.txt`.
 `--config.seed=N` sets model init, data order (data.shuffle_seed) and RL sampling. The arg
 `smoke` is the same pipeline at toy scale (tests/test_proof.py): the tiny Mage-VL, a few
 instances, 3 SFT steps, 1 RL update.
@@ -30,6 +32,7 @@ from __future__ import annotations
 import ml_collections
 
 from configs import common, models
+from mage_jax.agent.tasks import proof_pools
 from mage_jax.agent.tasks.proof_family import SCREEN
 from mage_jax.data.images import MAX_PIXELS as RUNNER_MAX_PIXELS
 
@@ -72,6 +75,7 @@ def curriculum(scale: str) -> ml_collections.ConfigDict:
   c.init_from = ""
   c.compile_cache = True
   c.synth = ml_collections.ConfigDict(dict(enabled=False))
+  c.family = pool_fields()   # copied into every stage that has a `family` section (data, eval)
   c.stages = ml_collections.ConfigDict()
   for i, (name, kind) in enumerate(STAGES):
     overrides = {"sft": f"data.sources.teacher.paths={SUITES}/teacher/episodes.jsonl",
@@ -87,10 +91,23 @@ def curriculum(scale: str) -> ml_collections.ConfigDict:
   return c
 
 
+def pool_fields() -> ml_collections.ConfigDict:
+  """The value pools and their split (mage_jax/agent/tasks/proof_pools.py): the defaults are
+  1,440 compound words, 756 file names and 6 colours x 12 slots, a quarter of each held out by
+  `split_seed`. A pool is 'product:A,B|C,D', 'file:PATH' or 'a,b,c'; `<pool>_heldout`, when set,
+  lists the held-out values (the pool is then the train values)."""
+  d = proof_pools.DEFAULTS
+  return ml_collections.ConfigDict(dict(
+      split_seed=d["split_seed"],           # the split is fixed: never the run's seed
+      heldout_fraction=d["heldout_fraction"],
+      min_train_values=d["min_train_values"], min_heldout_values=d["min_heldout_values"],
+      pools=ml_collections.ConfigDict(dict(d["pools"]))))
+
+
 def _family(c: ml_collections.ConfigDict, smoke: bool) -> None:
-  """The task family's instances: per template, train / held-out (None = the family's own)."""
-  c.family = ml_collections.ConfigDict(dict(
-      split_seed=0,                               # the split is fixed: never the run's seed
+  """The task family's values (pool_fields) and instances: per template, train / held-out."""
+  c.family = pool_fields()
+  c.family.update(dict(
       train_per_template=2 if smoke else -1,      # -1: every train instance
       heldout_per_template=1 if smoke else -1,    # -1: every held-out instance
       teacher_workers=2 if smoke else 6))   # episodes mostly wait on X and the apps
@@ -194,6 +211,7 @@ def evaluation(smoke: bool) -> ml_collections.ConfigDict:
       params="previous",           # previous: the last training stage's; init: random init at seed
       modes="t1,blind" if smoke else "t1,greedy,blind",
       slots=2 if smoke else 6, max_episode_steps=c.rl.max_episode_steps))
+  c.family = pool_fields()   # the held-out suite must hold these pools' held-out values
   return c
 
 

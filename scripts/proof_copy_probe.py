@@ -1,7 +1,7 @@
 """Copy probe for the learning proof: can a trained model copy parameter values it never saw?
 
 Takes the teacher's terminal episodes, swaps every train word / file name of an instruction for a
-held-out one (proof_family's split, the same swap in the think line, Action line and command),
+held-out one (the run's value pools, W/data/pools.json; the same swap in the think line, Action line and command),
 renders them through the SFT data path and prints the target-token NLL of the params given, split
 into the tokens of the swapped values and all other target tokens:
 
@@ -26,16 +26,18 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def swap_to_heldout(ep: dict, rng: random.Random) -> tuple[dict, list[str]] | None:
-  """The episode with its instruction's train values replaced by held-out ones, or None."""
+def swap_to_heldout(ep: dict, rng: random.Random, pools: dict | None = None) -> tuple[dict, list[str]] | None:
+  """The episode with its instruction's train values replaced by held-out ones, or None.
+  `pools`: proof_family.value_pools' dict (the data stage's pools.json); None: the defaults."""
   from mage_jax.agent.tasks import proof_family as pf
-  words, names = set(pf.words("train")), set(pf.file_names("train"))
+  pools = pools or pf.value_pools()
+  words, names = set(pools["words"]["train"]), set(pools["file_names"]["train"])
   found = [v for v in words | names if re.search(r"\b" + re.escape(v) + r"\b", ep["instruction"])]
   if not found:
     return None
   new = {}
   for v in sorted(found, key=len, reverse=True):
-    pool = pf.file_names("heldout") if v in names else pf.words("heldout")
+    pool = pools["file_names"]["heldout"] if v in names else pools["words"]["heldout"]
     new[v] = rng.choice([x for x in pool if x not in new.values()])
   text = json.dumps(ep)
   for v, w in new.items():
@@ -63,7 +65,16 @@ def main() -> None:
   ap.add_argument("--samples", type=int, default=16)
   ap.add_argument("--config", default="sft", help="configs/proof.py arg of the trained model")
   ap.add_argument("--overrides", default="", help="'a.b=1;c=x': the run's --config.* overrides")
+  ap.add_argument("--pools", default="", help="the data stage's pools.json (default: the one two folders "
+                  "above --episodes, W/data/pools.json, if there; else proof_family's default pools)")
   args = ap.parse_args()
+  pools_path = args.pools or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(args.episodes))), "pools.json")
+  pools = None
+  if os.path.exists(pools_path):
+    with open(pools_path) as f:
+      pools = json.load(f)
+  elif args.pools:
+    raise SystemExit(f"--pools={args.pools}: no such file")
   import jax
   import jax.numpy as jnp
   import numpy as np
@@ -92,7 +103,7 @@ def main() -> None:
       d = json.loads(line)
       if d.get("meta", {}).get("kind") != "terminal":
         continue   # GUI values are (colour, slot) pairs: read off the screen, not copied
-      swapped = swap_to_heldout(d, rng)
+      swapped = swap_to_heldout(d, rng, pools)
       if swapped is None:
         continue
       ep = tr.episode_from_dict(swapped[0], root=os.path.dirname(os.path.abspath(args.episodes)))

@@ -25,12 +25,16 @@ def _episode(word: str, name: str) -> dict:
 
 def test_swap_replaces_every_mention_with_heldout_values():
   probe = _probe()
-  assert "goldleaf" in pf.words("train") and "notes7.txt" in pf.file_names("train")
-  swapped, values = probe.swap_to_heldout(_episode("goldleaf", "notes7.txt"), random.Random(0))
+  train_word, train_name = pf.words("train")[7], pf.file_names("train")[7]
+  swapped, values = probe.swap_to_heldout(_episode(train_word, train_name), random.Random(0))
   word, name = sorted(values, key=lambda v: v.endswith(".txt"))
   assert word in pf.words("heldout") and name in pf.file_names("heldout")
   assert swapped == _episode(word, name)   # instruction, think, Action line and command alike
   assert probe.swap_to_heldout({"instruction": "Click the red button"}, random.Random(0)) is None
+  # the run's own pools (the data stage's pools.json)
+  pools = {"words": {"train": ["aaa1"], "heldout": ["zzz1"]}, "file_names": {"train": ["a1.txt"], "heldout": ["z9.txt"]}}
+  swapped, values = probe.swap_to_heldout(_episode("aaa1", "a1.txt"), random.Random(0), pools)
+  assert sorted(values) == ["z9.txt", "zzz1"] and swapped == _episode("zzz1", "z9.txt")
 
 
 def test_value_positions_are_the_value_tokens_only():

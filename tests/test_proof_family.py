@@ -8,6 +8,7 @@ module's own split lists, so a template that leaks fails them.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -179,20 +180,156 @@ def test_deterministic_by_seed_split_fixed():
     assert not train_words & held_words and not train_pairs & held_pairs
 
 
-def test_heldout_tokens_occur_in_train_text():
-  """A model trained from scratch only emits tokens it was trained on: every token of a held-out
-  instruction and reference command occurs in the train instructions and commands."""
+@pytest.fixture(scope="module")
+def tok():
   from mage_jax.data.tokenizer import load_tokenizer
-  tok = load_tokenizer("")
+  return load_tokenizer("")
 
-  def texts(split):
-    for p in pf.instances(split):
+
+def _token_set(tok, texts) -> set[str]:
+  ids = {i for row in tok.encode_batch(sorted(set(texts))) for i in row}
+  return {tok.decode([i]) for i in ids}
+
+
+def test_value_tokens_short_and_heldout_covered_by_train(tok):
+  """Every default value is a few tokens (after a space, as in every text), and every token a
+  held-out value uses is used by a train value: a model that learns to emit the train values can
+  emit the held-out ones (the real Qwen3 tokenizer, not the module's report)."""
+  pools = pf.value_pools()
+  for kind, most in (("words", 2), ("file_names", 3)):
+    for split in pf.SPLITS:
+      lengths = {v: len(tok.encode(" " + v)) for v in pools[kind][split]}
+      assert max(lengths.values()) <= most, sorted(lengths.items(), key=lambda kv: -kv[1])[:5]
+    train = _token_set(tok, (" " + v for v in pools[kind]["train"]))
+    missing = _token_set(tok, (" " + v for v in pools[kind]["heldout"])) - train
+    assert not missing, (kind, missing)
+  report = pf.token_report(tok)
+  assert report["words"]["train"]["tokens_per_value"] == {2: len(pools["words"]["train"])}
+  assert report["words"]["heldout_tokens_not_in_train"] == []
+
+
+def test_heldout_tokens_occur_in_train_text(tok):
+  """A model trained from scratch only emits tokens it was trained on: every token of a held-out
+  instruction and reference occurs in the train split's texts (all_texts), and all_texts covers
+  the tokens of real instances of both splits (so the vocabulary computed from it is whole)."""
+  def texts(tasks):
+    for p in tasks:
       yield p.instruction
+      yield from (s["content"] for s in p.to_dict()["setup"] if s["type"] == "text")
       for call in p.reference:
-        yield call["arguments"].get("command", "")
-  train = {i for t in texts("train") for i in tok.encode(t)}
-  missing = {tok.decode([i]) for t in texts("heldout") for i in tok.encode(t)} - {tok.decode([i]) for i in train}
+        yield from (call["think"], call["action"], json.dumps(call["arguments"]))
+  train = _token_set(tok, pf.all_texts(splits=("train",)))
+  held = pf.instances("heldout")
+  missing = _token_set(tok, texts(held)) - train
   assert not missing, missing
+  every = train | _token_set(tok, pf.all_texts(splits=("heldout",)))
+  assert not _token_set(tok, texts(held + pf.instances("train", per_template=30))) - every
+
+
+# ---- the pools: sizes, split, and config errors --------------------------------------------------
+def test_default_pools_large_disjoint_and_fixed():
+  pools = pf.value_pools()
+  for kind in ("words", "file_names"):
+    train, held = pools[kind]["train"], pools[kind]["heldout"]
+    assert len(train) >= 500 and len(held) >= 100, (kind, len(train), len(held))
+    assert not set(train) & set(held) and len(set(train)) == len(train)
+  pairs = pools["colour_slots"]
+  assert sorted(pairs["train"] + pairs["heldout"]) == sorted((c, s) for c in pf.COLOURS for s in range(12))
+  assert not set(pairs["train"]) & set(pairs["heldout"])
+  for c in pf.COLOURS:   # every colour has train and held-out layouts
+    assert {s for cc, s in pairs["train"] if cc == c} and {s for cc, s in pairs["heldout"] if cc == c}
+  # the default split is a fixed one: configs/proof.py's pools give it, whatever the run's seed
+  from configs import proof
+  from mage_jax.train.curriculum import stage_config
+  top = proof.get_config("smoke")
+  top.seed = 7
+  for name in ("data", "eval_sft"):
+    stage = stage_config(top, top.stages[name], "", "/tmp/x/synth")
+    assert pf.value_pools(stage.family) == pools, name
+  digest = hashlib.sha256(json.dumps(pools, sort_keys=True).encode()).hexdigest()[:16]
+  assert digest == "4f11f9e8334ed8f8", digest   # a change here moves values across the split: say so in docs
+
+
+def test_heldout_pool_absent_from_train_packages():
+  """Every held-out value of the pools (not only those drawn), scanned for in train packages."""
+  held = set(pf.value_pools()["words"]["heldout"]) | set(pf.value_pools()["file_names"]["heldout"])
+  for seed in (0, 1):
+    for p in pf.instances("train", seed, per_template=100):
+      found = set(WORD_RE.findall(json.dumps(p.to_dict()))) & held
+      assert not found, (p.id, found)
+
+
+def _family(**pools):
+  from configs import proof
+  f = proof.get_config("data").family
+  for k, v in pools.items():
+    if k in f.pools:
+      f.pools[k] = v
+    else:
+      f[k] = v
+  return f
+
+
+SMALL = {"min_train_values": 4, "min_heldout_values": 2}
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"words": "product:sun,moon|bird,fish"}, "config.family.pools.words: 3 train values (pool of 4"),
+    ({"heldout_fraction": 1.5}, "config.family.heldout_fraction=1.5"),
+    ({"words": "a1,b1,c1,d1,e1,f1", "words_heldout": "b1,x1", **SMALL},
+     "config.family.pools.words and config.family.pools.words_heldout overlap"),
+    ({"words": "a1,b1,c1,d1,e1", "words_heldout": "g1,h1;rm", **SMALL}, "config.family.pools.words_heldout: value 'h1;rm'"),
+    ({"file_names": "a.txt,b c.txt,d.txt,e.txt,f.txt", **SMALL}, "config.family.pools.file_names: value 'b c.txt'"),
+    ({"file_names": "a.txt,$(x).txt", **SMALL}, "config.family.pools.file_names: value '$(x).txt'"),
+    ({"words": "a1,b1,c1,d1,e1", "words_heldout": "a1x,button", **SMALL},
+     "config.family.pools.words: held-out value 'button' occurs in train tasks"),
+    ({"file_names": "memo1.txt,memo2.txt,list3.txt,list4.txt,log5.txt", "file_names_heldout": "x1.txt,y2.txt",
+      "words": "a1,b1,c1,d1,memo", "words_heldout": "z1,z2", **SMALL}, None),   # train memo: fine
+    ({"file_names": "memo1.txt,memo2.txt,list3.txt,list4.txt,log5.txt", "file_names_heldout": "x1.txt,y2.txt",
+      "words": "a1,b1,c1,d1,e1", "words_heldout": "memo,z1", **SMALL},
+     "config.family.pools.words: held-out value 'memo' occurs in train tasks"),
+    ({"colours": "red,blue"}, "config.family.pools.colours='red,blue'"),
+    ({"colour_slots_heldout": "red:0,pink:3"}, "config.family.pools.colour_slots_heldout: 'pink:3'"),
+    ({"words": "a1,a1,b1,c1,d1,e1", **SMALL}, "config.family.pools.words: 'a1' twice"),
+])
+def test_bad_pools_name_the_field(fields, message):
+  if message is None:   # a control: the same shape of config, nothing wrong with it
+    pf.value_pools(_family(**fields))
+    return
+  with pytest.raises(pf.PoolError) as e:
+    pf.value_pools(_family(**fields))
+  assert message in str(e.value), str(e.value)
+
+
+def test_pool_file_and_custom_suite(tmp_path):
+  """Values of one's own (file: pools, an explicit held-out list) reach the written suites, and a
+  suite written with other pools is refused by check_suite (as the evaluation stage does)."""
+  words = [f"w{i}x" for i in range(40)]
+  (tmp_path / "words.txt").write_text("# my words\n" + "\n".join(words[:30]) + "\n\n")
+  f = _family(words=f"file:{tmp_path / 'words.txt'}", words_heldout=",".join(words[30:]),
+              min_train_values=20, min_heldout_values=5)
+  pools = pf.value_pools(f)
+  assert pools["words"] == {"train": words[:30], "heldout": words[30:]}
+  pf.write_suite("heldout", str(tmp_path / "held"), per_template=10, family=f)
+  held = load_suite(str(tmp_path / "held"))
+  used = {w for t in held for w in pf.instance_values(t)["words"]}
+  assert used and used <= set(words[30:])
+  pf.check_suite(held, "heldout", f)
+  with pytest.raises(ValueError, match="not among the heldout values of config.family.pools.words"):
+    pf.check_suite(held, "heldout")   # the default pools: these words are not theirs
+  (tmp_path / "words.txt").write_text("w1x\nw 2\n")
+  with pytest.raises(pf.PoolError, match=r"value 'w 2' \(.*words.txt:2\)"):
+    pf.value_pools(f)
+
+
+def test_curriculum_refuses_bad_pools_before_any_stage():
+  from configs import proof
+  from mage_jax.train import run_setup
+  from mage_jax.train.curriculum import check_stages
+  top = proof.get_config("smoke")
+  top.family.pools.words = "product:sun,moon|bird,fish"
+  with pytest.raises(run_setup.ConfigError, match=r"stage data: config.family.pools.words: 3 train values"):
+    check_stages(top, "/tmp/x/synth")
 
 
 def test_gates_on_a_sample():

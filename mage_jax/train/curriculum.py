@@ -34,6 +34,14 @@ def run_step(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, work
   return getattr(importlib.import_module(module), fn)(cfg, stage_dir, previous, workdir)
 
 
+def check_step(cfg: ml_collections.ConfigDict) -> None:
+  """The step job module's own `check_config(cfg)`, when it has one (raises naming the field)."""
+  import importlib
+  check = getattr(importlib.import_module(cfg.job.partition(":")[0]), "check_config", None)
+  if check is not None:
+    check(cfg)
+
+
 def apply_overrides(cfg: ml_collections.ConfigDict, overrides: str) -> None:
   """'a.b=1;c=x' -> fields (values parsed as JSON where possible); unknown fields raise."""
   point = {}
@@ -62,6 +70,9 @@ def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.Config
     cfg.seed = config.seed
     if "data" in cfg and "shuffle_seed" in cfg.data:
       cfg.data.shuffle_seed = config.seed
+  if "family" in config and "family" in cfg:   # one set of task values for every stage that has one
+    for k, v in config.family.items():
+      cfg.family[k] = ml_collections.ConfigDict(v.to_dict()) if isinstance(v, ml_collections.ConfigDict) else v
   if config.get("compile_cache", False):
     cfg.compile_cache_dir = os.path.join(os.path.dirname(synth_out), "jax_cache")
   if config.synth.enabled and "synth" in cfg:  # RL stages have no synthetic SFT data
@@ -86,13 +97,14 @@ def check_stages(config: ml_collections.ConfigDict, synth_out: str) -> None:
                                   f"{e.args[0]}") from None
     try:
       if is_step(cfg):
+        check_step(cfg)
         continue
       if "rl" in cfg:
         from mage_jax.rl import loop as rl_loop
         rl_loop.validate(cfg)
       else:
         run_setup.check_config(cfg, ())
-    except run_setup.ConfigError as e:
+    except (run_setup.ConfigError, ValueError) as e:
       raise run_setup.ConfigError(f"stage {name}: {e}") from None
 
 

@@ -27,19 +27,31 @@ def _per(n: int) -> int | None:
   return None if n < 0 else n
 
 
+def check_config(cfg: ml_collections.ConfigDict) -> None:
+  """The family's value pools (data and eval stages), before any stage runs: PoolError naming the
+  config.family field."""
+  if "family" in cfg:
+    from mage_jax.agent.tasks import proof_family as fam
+    fam.value_pools(cfg.family)
+
+
 def teacher_data(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, workdir: str) -> dict:
   del previous, workdir
   from mage_jax.agent.tasks import proof_family as fam
+  from mage_jax.data.tokenizer import load_tokenizer
   t0 = time.perf_counter()
   f = cfg.family
+  pools = fam.value_pools(f)
+  with open(os.path.join(stage_dir, "pools.json"), "w") as fh:   # the values this run used
+    json.dump(pools, fh)
   suites = {}
   for split, per in (("train", f.train_per_template), ("heldout", f.heldout_per_template)):
     d = os.path.join(stage_dir, f"{split}_suite")
-    fam.write_suite(split, d, seed=f.split_seed, per_template=_per(per))
+    fam.write_suite(split, d, seed=f.split_seed, per_template=_per(per), family=f)
     suites[split] = d
   episodes = fam.collect_teacher_data(os.path.join(stage_dir, "teacher"), seed=f.split_seed,
                                       per_template=_per(f.train_per_template),
-                                      workers=f.teacher_workers)
+                                      workers=f.teacher_workers, family=f)
   expected = os.path.join(stage_dir, "teacher", "episodes.jsonl")
   if os.path.abspath(episodes) != os.path.abspath(expected):
     raise RuntimeError(f"collect_teacher_data wrote {episodes}; the SFT stage reads {expected}")
@@ -48,7 +60,8 @@ def teacher_data(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, 
   from mage_jax.agent.tasks.package import load_suite
   counts = {split: len(load_suite(d)) for split, d in suites.items()}
   return {"suites": suites, "episodes_jsonl": episodes, "teacher_episodes": n_episodes,
-          "instances": counts, "split_counts": fam.split_counts(),
+          "instances": counts, "split_counts": fam.split_counts(f.split_seed, family=f),
+          "pools": fam.token_report(load_tokenizer(""), f),   # sizes, tokens per value, coverage
           "row": {"train_tasks": counts["train"], "heldout_tasks": counts["heldout"],
                   "teacher_episodes": n_episodes},
           "wall_s": time.perf_counter() - t0}
@@ -83,6 +96,7 @@ def evaluate(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, work
   t0 = time.perf_counter()
   p, e = cfg.proof, cfg.env
   tasks = load_suite(p.heldout_suite)
+  fam.check_suite(tasks, "heldout", cfg.get("family"))   # the configured pools' held-out values
   if p.params not in ("previous", "init"):
     raise ValueError(f"config.proof.params={p.params!r}: expected 'previous' or 'init'")
   previous = previous if p.params == "previous" else ""

@@ -3,29 +3,38 @@ parameter value, for showing that SFT and RL lift held-out success on a tiny mod
 
 Templates (`TEMPLATES`, name -> kind); every instance is 2-3 steps with one obvious solution:
 
-  make_file     terminal  "Create a file named notes3.txt holding the word sunbird"
-                          echo sunbird > notes3.txt
+  make_file     terminal  "Create a file named notes3.txt holding the word goldwolf"
+                          echo goldwolf > notes3.txt
   count_lines   terminal  "Write the number of lines in memo5.txt to plan2.txt"
                           wc -l < memo5.txt > plan2.txt        (the count is nowhere in the task)
   click_colour  gui       "Click the red button": 3 coloured buttons at random slots of a 4 x 3
                           grid on a 640x400 screen; only the screenshot says where red is
   file_and_click hybrid   make_file's shell step, then click_colour's click
 
-The split is fixed by VALUE, independent of the seed:
-  - words are compounds <part A><part B> ("sunbird"), file names <base><digit>.txt ("memo5.txt");
-    a compound is held out when (i + j) % 4 == 0 for its part indices, so every held-out value is a
-    new combination of parts (tokens) that train values use: a model trained from scratch can emit
-    it (tests/test_proof_family.py checks the token coverage with the real tokenizer);
-  - a (colour, slot) pair is held out when (colour index + slot index) % 4 == 0; train screens show
-    train pairs only (targets and distractors), held-out targets are held-out pairs.
-The seed only picks which instances of a split are drawn.
+The split is fixed by VALUE, independent of the run's seed (issue 36: high-entropy values):
+  - the values come from pools that are config fields (`config.family`, configs/proof.py;
+    mage_jax/agent/tasks/proof_pools.py reads them): by default 1,440 compound words <part A><part
+    B> ("goldwolf", 36 x 40 parts) and 756 file names <base><digit>.txt ("memo5.txt", 84 x 9), a
+    quarter of each held out by `family.split_seed` (1,080 / 360 words, 567 / 189 file names);
+    after a space every default word is 2 Qwen3 tokens and every file name 3, and every token a
+    held-out value uses is used by train values (tests/test_proof_family.py, real tokenizer);
+  - (colour, slot) pairs: 6 colours x 12 slots of a 4 x 3 grid, 3 slots per colour held out;
+    train screens show train pairs only (targets and distractors), held-out targets are held-out
+    pairs;
+  - held-out values are absent from every train task: `value_pools` refuses pools where a held-out
+    word or file name occurs in the templates' text or in a train value (PoolError naming the
+    field), as it refuses pools too small, overlapping splits and values with whitespace or shell
+    metacharacters.
+The instance seed only picks which instances of a split are drawn.
 
-  from mage_jax.agent.tasks import proof_family as pf
-  pf.split_counts()                                      # {template: {"train": n, "heldout": n}}
-  pf.write_suite("heldout", "W/suite_heldout")           # launch.eval --config.suite=W/suite_heldout
-  pf.write_suite("train", "W/suite_train")               # launch.rl --config.rl.suite=W/suite_train
-  pf.collect_teacher_data("W/teacher")                   # W/teacher/episodes.jsonl (scripted policy,
-                                                         # real sandbox + Xvfb, successful episodes)
+  pf.value_pools(family)      # {"words": {"train": [...], "heldout": [...]}, "file_names": {...},
+                              #  "colour_slots": {...}}; family = config.family (None: defaults)
+  pf.all_texts(family)        # every instruction, setup file and reference text (think, Action,
+                              # tool-call arguments) any instance of either split can hold, with
+                              # every value: the vocabulary the family uses
+  pf.token_report(tok, family)  # tokens per value; held-out tokens no train value uses
+  pf.check_suite(tasks, "heldout", family)  # a written suite holds this config's held-out values
+Every function below takes `family=` too (default pools when None).
 
 Commands, as run by hand (W is any folder; the environment must be 640x400, as here):
   python -c "from mage_jax.agent.tasks import proof_family as pf; pf.write_suite('heldout', 'W/suite_heldout')"
@@ -41,13 +50,17 @@ The full pipeline (teacher data -> SFT -> eval -> RL -> eval) is configs/proof.p
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import os
 import random
+import re
 import shutil
-from typing import Any
+from typing import Any, Iterator, Mapping
 
+from mage_jax.agent.tasks import proof_pools as pools_lib
 from mage_jax.agent.tasks.package import TaskPackage, package_from_dict, save_package
+from mage_jax.agent.tasks.proof_pools import PoolError  # noqa: F401  (raised by value_pools)
 
 TEMPLATES = {"make_file": "terminal", "count_lines": "terminal", "click_colour": "gui",
              "file_and_click": "hybrid"}
@@ -56,32 +69,11 @@ DEFAULT_PER_TEMPLATE = {"train": 100, "heldout": 60}
 SCREEN = (640, 400)
 H = "/home/user"
 
-# Parts: every compound and every part tokenises as one token per part (Qwen3, after a space).
-WORD_A = ("sun", "moon", "star", "rain", "snow", "gold", "iron", "wind")
-WORD_B = ("bird", "fish", "leaf", "stone", "boat", "bell", "horn", "wolf", "fox")
-NAME_BASE = ("notes", "data", "memo", "list", "log", "plan", "draft", "report")
-NAME_DIGIT = tuple(str(d) for d in range(1, 10))
 # filler lines of count_lines' input: no digits, so the count is in no file
 FILLER = ("alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta")
-COLOURS = ("red", "green", "blue", "yellow", "purple", "orange")
 SLOT_COLS, SLOT_ROWS = 4, 3
 BUTTON_W = 120
-
-
-def _held(i: int, j: int) -> bool:
-  return (i + j) % 4 == 0
-
-
-def _compounds(a: tuple[str, ...], b: tuple[str, ...], split: str, suffix: str = "") -> list[str]:
-  return [x + y + suffix for i, x in enumerate(a) for j, y in enumerate(b) if _held(i, j) == (split == "heldout")]
-
-
-def words(split: str) -> list[str]:
-  return _compounds(WORD_A, WORD_B, split)
-
-
-def file_names(split: str) -> list[str]:
-  return _compounds(NAME_BASE, NAME_DIGIT, split, ".txt")
+COLOURS = pools_lib.COLOURS   # the default colours (a config's own: value_pools(family))
 
 
 def slot_xy(slot: int) -> tuple[int, int]:
@@ -90,14 +82,101 @@ def slot_xy(slot: int) -> tuple[int, int]:
   return 20 + c * 155, 50 + r * 110
 
 
-def colour_slots(split: str) -> list[tuple[str, int]]:
-  return [(c, s) for i, c in enumerate(COLOURS) for s in range(SLOT_COLS * SLOT_ROWS)
-          if _held(i, s) == (split == "heldout")]
-
-
 def _check_split(split: str) -> None:
   if split not in SPLITS:
     raise ValueError(f"split={split!r}: expected one of {SPLITS}")
+
+
+# ---- value pools (proof_pools: specs, split, checks) ------------------------------------------
+def value_pools(family: Mapping[str, Any] | None = None) -> dict[str, dict[str, list]]:
+  """{"words": {"train": [...], "heldout": [...]}, "file_names": {...}, "colour_slots": {...}} of a
+  `config.family` section (None: the defaults). Checked: PoolError naming the config field when a
+  pool is too small, the splits overlap, a value has whitespace or a shell metacharacter, or a
+  held-out value occurs anywhere a train task can hold text."""
+  fields = pools_lib.family_fields(family)
+  key = json.dumps(fields, sort_keys=True, default=str)
+  files = tuple(os.path.getmtime(v[5:]) for v in fields["pools"].values()
+                if isinstance(v, str) and v.startswith("file:") and os.path.isfile(v[5:]))
+  return _value_pools(key, files)
+
+
+@functools.lru_cache(maxsize=8)
+def _value_pools(key: str, files: tuple) -> dict[str, dict[str, list]]:
+  del files   # part of the cache key only: an edited pool file is read again
+  pools = pools_lib.split_pools(json.loads(key))
+  pools_lib.check_heldout_absent(pools, _train_text(pools))
+  return pools
+
+
+def words(split: str, family: Mapping[str, Any] | None = None) -> list[str]:
+  _check_split(split)
+  return value_pools(family)["words"][split]
+
+
+def file_names(split: str, family: Mapping[str, Any] | None = None) -> list[str]:
+  _check_split(split)
+  return value_pools(family)["file_names"][split]
+
+
+def colour_slots(split: str, family: Mapping[str, Any] | None = None) -> list[tuple[str, int]]:
+  _check_split(split)
+  return value_pools(family)["colour_slots"][split]
+
+
+def _colours(pools: dict[str, dict[str, list]]) -> list[str]:
+  return list(dict.fromkeys(c for split in SPLITS for c, _ in pools["colour_slots"][split]))
+
+
+# Placeholders for the values in a template's text: where they sit, and with which letters
+# around them (near_miss writes "{word}s"), is read off the templates themselves.
+_SLOT_MARK = {"words": "#W#", "file_names": "#N#"}
+
+
+def _train_text(pools: dict[str, dict[str, list]]) -> str:
+  """Everything a train task can hold, one item a line: each template's package with placeholder
+  values (its fixed text), the colours, and every train value in each form the templates give it."""
+  colours = _colours(pools)
+  w, n = _SLOT_MARK["words"], _SLOT_MARK["file_names"]
+  params = {"name": n, "word": w, "src": n, "dst": n, "lines": [" ".join(FILLER)],
+            "colour": colours[0], "slot": 0, "others": [(colours[1], 1), (colours[2], 2)]}
+  fixed = "\n".join(json.dumps(_BUILD[t](params)) for t in TEMPLATES)
+  lines = [re.sub("#[WN]#", "\n", fixed), " ".join(colours)]
+  for kind, mark in _SLOT_MARK.items():
+    forms = set(re.findall(rf"([A-Za-z]*){mark}([A-Za-z]*)", fixed))
+    lines += [a + v + b for v in pools[kind]["train"] for a, b in forms]
+  return "\n".join(lines)
+
+
+def all_texts(family: Mapping[str, Any] | None = None, splits: tuple[str, ...] = SPLITS) -> Iterator[str]:
+  """Every text an instance of either split can put before the model or ask of it: instructions,
+  setup file contents, and the reference's think lines, Action lines and tool-call arguments
+  (JSON), with every value of every pool in each place the templates use it (for the vocabulary
+  the family uses). Click coordinates are resolved on the screen at play time: digits only."""
+  pools = value_pools(family)
+  colours = _colours(pools)
+  filler = [f"{a} {b}" for a in FILLER for b in FILLER]   # every word at a line's start and after one
+  for split in splits:
+    _check_split(split)
+    ws, ns, pairs = (pools[k][split] for k in ("words", "file_names", "colour_slots"))
+    for i in range(max(len(ws), len(ns), len(pairs))):
+      colour, slot = pairs[i % len(pairs)]
+      others = [(c, (slot + 1 + j) % (SLOT_COLS * SLOT_ROWS)) for j, c in enumerate(c for c in colours if c != colour)][:2]
+      p = {"name": ns[i % len(ns)], "word": ws[i % len(ws)], "src": ns[i % len(ns)],
+           "dst": ns[(i + 1) % len(ns)], "lines": filler, "colour": colour, "slot": slot,
+           "others": others}
+      for t in TEMPLATES:
+        d = _BUILD[t](p)
+        yield d["instruction"]
+        yield from (s["content"] for s in d["setup"] if s["type"] == "text")
+        for call in d["reference"]:
+          yield call["think"]
+          yield call["action"]
+          yield json.dumps(call["arguments"])
+
+
+def token_report(tok, family: Mapping[str, Any] | None = None) -> dict[str, Any]:
+  """proof_pools.token_report of a family's pools (tokens per value, held-out tokens no train value uses)."""
+  return pools_lib.token_report(value_pools(family), tok)
 
 
 # ---- call builders (templated think / action text: the teacher's words) ----------------------
@@ -182,14 +261,15 @@ _BUILD = {"make_file": _make_file, "count_lines": _count_lines, "click_colour": 
 
 
 # ---- parameter sampling -----------------------------------------------------------------------
-def _screen(rng: random.Random, split: str) -> tuple[str, int, list[tuple[str, int]]]:
+def _screen(rng: random.Random, split: str, pools: dict[str, dict[str, list]]) -> tuple[str, int, list[tuple[str, int]]]:
   """A target (colour, slot) of the split and two distractors at other slots in other colours
   (train screens use train pairs only, so no held-out pair is ever on a train screen)."""
-  colour, slot = rng.choice(colour_slots(split))
-  allowed = set(colour_slots("train")) if split == "train" else None
+  colour, slot = rng.choice(pools["colour_slots"][split])
+  allowed = set(pools["colour_slots"]["train"]) if split == "train" else None
+  colours = _colours(pools)
   others: list[tuple[str, int]] = []
   while len(others) < 2:
-    c, s = rng.choice(COLOURS), rng.randrange(SLOT_COLS * SLOT_ROWS)
+    c, s = rng.choice(colours), rng.randrange(SLOT_COLS * SLOT_ROWS)
     if c in {colour, *(o[0] for o in others)} or s in {slot, *(o[1] for o in others)}:
       continue
     if allowed is not None and (c, s) not in allowed:
@@ -198,34 +278,37 @@ def _screen(rng: random.Random, split: str) -> tuple[str, int, list[tuple[str, i
   return colour, slot, others
 
 
-def _params(template: str, rng: random.Random, split: str) -> dict[str, Any]:
-  ws, ns = words(split), file_names(split)
+def _params(template: str, rng: random.Random, split: str, pools: dict[str, dict[str, list]]) -> dict[str, Any]:
+  ws, ns = pools["words"][split], pools["file_names"][split]
   if template == "make_file":
     return {"name": rng.choice(ns), "word": rng.choice(ws)}
   if template == "count_lines":
     src, dst = rng.sample(ns, 2)
     return {"src": src, "dst": dst, "lines": [" ".join(rng.choices(FILLER, k=2)) for _ in range(rng.randint(3, 12))]}
-  colour, slot, others = _screen(rng, split)
+  colour, slot, others = _screen(rng, split, pools)
   p = {"colour": colour, "slot": slot, "others": others}
   if template == "file_and_click":
     p.update(name=rng.choice(ns), word=rng.choice(ws))
   return p
 
 
-def instance_params(split: str, seed: int = 0, per_template: int | None = None) -> list[tuple[str, dict[str, Any]]]:
-  """(template, params) of every instance, in `instances` order: distinct within a template."""
+def instance_params(split: str, seed: int = 0, per_template: int | None = None,
+                    family: Mapping[str, Any] | None = None) -> list[tuple[str, dict[str, Any]]]:
+  """(template, params) of every instance, in `instances` order: distinct within a template.
+  Values come from `value_pools(family)`; `seed` only picks which instances are drawn."""
   _check_split(split)
+  pools = value_pools(family)
   n = per_template or DEFAULT_PER_TEMPLATE[split]
   out = []
   for template in TEMPLATES:
     rng = random.Random(f"proof:{template}:{split}:{seed}")
     seen: set[str] = set()
     tries = 0
-    while len([1 for t, _ in out if t == template]) < n:
+    while len(seen) < n:
       tries += 1
       if tries > 50 * n:
         raise ValueError(f"{template}/{split}: only {len(seen)} distinct instances, asked for {n}")
-      p = _params(template, rng, split)
+      p = _params(template, rng, split, pools)
       key = json.dumps(p, sort_keys=True)
       if key not in seen:
         seen.add(key)
@@ -242,11 +325,12 @@ def build(template: str, params: dict[str, Any], id: str) -> TaskPackage:
   return package_from_dict(d, source=f"proof_family:{id}")
 
 
-def instances(split: str, seed: int = 0, per_template: int | None = None) -> list[TaskPackage]:
+def instances(split: str, seed: int = 0, per_template: int | None = None,
+              family: Mapping[str, Any] | None = None) -> list[TaskPackage]:
   """Deterministic instances of a split (ids proof_<template>_<split>_<i>)."""
   counters: collections.Counter = collections.Counter()
   out = []
-  for template, p in instance_params(split, seed, per_template):
+  for template, p in instance_params(split, seed, per_template, family):
     out.append(build(template, p, f"proof_{template}_{split}_{counters[template]:03d}"))
     counters[template] += 1
   return out
@@ -260,20 +344,65 @@ def template_of(task_id: str) -> str:
   raise ValueError(f"{task_id!r} is not a proof-family instance id")
 
 
-def split_counts(seed: int = 0, per_template: dict[str, int] | int | None = None) -> dict[str, dict[str, int]]:
+_INSTRUCTION = {
+    "make_file": re.compile(r"Create a file named (?P<name>\S+) holding the word (?P<word>\S+)"),
+    "count_lines": re.compile(r"Write the number of lines in (?P<src>\S+) to (?P<dst>\S+)"),
+    "click_colour": re.compile(r"Click the (?P<colour>\S+) button"),
+    "file_and_click": re.compile(r"Create a file named (?P<name>\S+) holding the word (?P<word>\S+) "
+                                r"and click the (?P<colour>\S+) button")}
+
+
+def instance_values(task: TaskPackage) -> dict[str, list]:
+  """The values an instance was built from, read off its instruction and screen: words,
+  file_names, colour_slots (the target's (colour, slot)) and screen (every button's)."""
+  m = _INSTRUCTION[template_of(task.id)].fullmatch(task.instruction)
+  if m is None:
+    raise ValueError(f"{task.source}: instruction {task.instruction!r} is not its template's")
+  g = m.groupdict()
+  slot_of = {slot_xy(i): i for i in range(SLOT_COLS * SLOT_ROWS)}
+  screen = [(c, slot_of.get(tuple(xy), -1)) for s in task.setup if s["type"] == "app"
+            for c, xy in s["config"]["places"].items()]
+  return {"words": [g["word"]] if "word" in g else [],
+          "file_names": [g[k] for k in ("name", "src", "dst") if k in g],
+          "colour_slots": [p for p in screen if p[0] == g["colour"]] if "colour" in g else [],
+          "screen": screen}
+
+
+def check_suite(tasks: list[TaskPackage], split: str, family: Mapping[str, Any] | None = None) -> None:
+  """ValueError unless every instance's values are `split` values of `value_pools(family)` (and, on
+  the train split, every button on its screen): a suite written with other pools is not evaluated
+  as if it were this config's."""
+  _check_split(split)
+  pools = value_pools(family)
+  for t in tasks:
+    vals = instance_values(t)
+    if split == "train":
+      vals["colour_slots"] = vals["screen"]
+    for kind in ("words", "file_names", "colour_slots"):
+      bad = [v for v in vals[kind] if tuple(v) not in set(map(tuple, pools[kind][split]))] if kind == "colour_slots" \
+          else [v for v in vals[kind] if v not in set(pools[kind][split])]
+      if bad:
+        field = "colours" if kind == "colour_slots" else kind
+        raise ValueError(f"{t.source}: {kind} {bad} not among the {split} values of config.family.pools.{field} "
+                         "(a suite written with other pools or split?)")
+
+
+def split_counts(seed: int = 0, per_template: dict[str, int] | int | None = None,
+                 family: Mapping[str, Any] | None = None) -> dict[str, dict[str, int]]:
   """{template: {"train": n, "heldout": n, "kind": kind}}: distinct instances per template and split."""
   out = {t: {"kind": k} for t, k in TEMPLATES.items()}
   for split in SPLITS:
     n = per_template.get(split) if isinstance(per_template, dict) else per_template
-    for t, _ in instance_params(split, seed, n):
+    for t, _ in instance_params(split, seed, n, family):
       out[t][split] = out[t].get(split, 0) + 1
   return out
 
 
-def write_suite(split: str, directory: str, seed: int = 0, per_template: int | None = None) -> list[str]:
+def write_suite(split: str, directory: str, seed: int = 0, per_template: int | None = None,
+                family: Mapping[str, Any] | None = None) -> list[str]:
   """One package directory per instance under `directory` (launch.eval --config.suite=DIR,
   launch.rl --config.rl.suite=DIR). Stale proof_* packages there are removed first."""
-  tasks = instances(split, seed, per_template)
+  tasks = instances(split, seed, per_template, family)
   os.makedirs(directory, exist_ok=True)
   keep = {t.id for t in tasks}
   for entry in os.listdir(directory):
@@ -284,7 +413,7 @@ def write_suite(split: str, directory: str, seed: int = 0, per_template: int | N
 
 
 def collect_teacher_data(out_dir: str, seed: int = 0, per_template: int | None = None, workers: int = 2,
-                         max_steps: int = 6) -> str:
+                         max_steps: int = 6, family: Mapping[str, Any] | None = None) -> str:
   """The scripted reference policy plays the TRAIN instances through the real harness (the slot pool
   and episode loop launch.eval uses: sandbox, Xvfb at 640x400, the Tk apps); the successful
   episodes go to <out_dir>/episodes.jsonl (trajectory format, screenshots under <out_dir>/shots).
@@ -297,7 +426,7 @@ def collect_teacher_data(out_dir: str, seed: int = 0, per_template: int | None =
   from mage_jax.agent.policies import ScriptedPolicy
   from mage_jax.agent.slots import make_pool
   from mage_jax.data import trajectory as tr
-  tasks = instances("train", seed, per_template)
+  tasks = instances("train", seed, per_template, family)
   env_cfg = EnvConfig(width=SCREEN[0], height=SCREEN[1])
   ep_cfg = EpisodeConfig(out_dir=os.path.join(out_dir, "shots"), max_steps=max_steps)
   pool = make_pool("local", lambda: LocalEnv(env_cfg), ep_cfg, workers)
@@ -311,6 +440,7 @@ def collect_teacher_data(out_dir: str, seed: int = 0, per_template: int | None =
   for kind in ("terminal", "gui", "hybrid", "grounding"):  # configs/data_tiny.py:<out_dir> reads these
     tr.write_episodes(os.path.join(out_dir, f"{kind}.jsonl"), [r.episode for r in kept if r.kind == kind])
   report = {"seed": seed, "train_instances": len(tasks), "episodes": len(kept),
+            "pools": {k: {split: len(v) for split, v in p.items()} for k, p in value_pools(family).items()},
             "per_template": dict(collections.Counter(template_of(r.task_id) for r in kept)),
             "failed": {r.task_id: _failure(r) for r in results if not r.success}}
   with open(os.path.join(out_dir, "teacher.json"), "w") as f:
