@@ -2,6 +2,8 @@
 value and leak-free (train packages, the teacher's SFT episodes, the suite RL samples), the held-out
 set is big and visual enough, instances are deterministic, a sample passes every gate, held-out
 values are made of tokens the train data uses, and the policy side never sees the answer.
+Issue 36: the value pools (proof_pools.py, config.family) are large, disjoint and fixed, their
+values a few tokens each, and a bad pool config is refused naming its field.
 
 The leak and blindness scans read the packages and files as data (regexes, JSON), never the
 module's own split lists, so a template that leaks fails them.
@@ -288,6 +290,9 @@ SMALL = {"min_train_values": 4, "min_heldout_values": 2}
     ({"file_names": "memo1.txt,memo2.txt,list3.txt,list4.txt,log5.txt", "file_names_heldout": "x1.txt,y2.txt",
       "words": "a1,b1,c1,d1,e1", "words_heldout": "memo,z1", **SMALL},
      "config.family.pools.words: held-out value 'memo' occurs in train tasks"),
+    ({"file_names": "memo1.txt,memo2.txt,list3.txt,list4.txt,log5.txt", "file_names_heldout": "d1.txt,y2.txt",
+      "words": "a1,b1,c1,d1,e1", "words_heldout": "z1,z2", **SMALL},
+     "config.family.pools.file_names: held-out value 'd1.txt' (its stem 'd1') occurs in train tasks"),
     ({"colours": "red,blue"}, "config.family.pools.colours='red,blue'"),
     ({"colour_slots_heldout": "red:0,pink:3"}, "config.family.pools.colour_slots_heldout: 'pink:3'"),
     ({"words": "a1,a1,b1,c1,d1,e1", **SMALL}, "config.family.pools.words: 'a1' twice"),

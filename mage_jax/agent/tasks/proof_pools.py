@@ -220,19 +220,26 @@ def check_heldout_absent(pools: dict[str, dict[str, list]], train_text: str) -> 
   for m in re.finditer(r"[A-Za-z]+", train_text):
     runs[m.group()].append(m.start())
   for kind in ("words", "file_names"):
-    for v in pools[kind]["heldout"]:
-      first = re.match(r"[A-Za-z]+", v)
-      if first:   # a letter-bounded match starts where v's first letter run is a maximal run
-        at = [i for i in runs.get(first.group(), ()) if train_text.startswith(v, i)
-              and not train_text[i + len(v):i + len(v) + 1].isalpha()]
-        m = re.compile(re.escape(v)).search(train_text, at[0]) if at else None
-      else:
-        m = letter_bounded(v, train_text)
-      if m:
-        end = train_text.find("\n", m.end())
-        line = train_text[train_text.rfind("\n", 0, m.start()) + 1:end if end >= 0 else None][:120]
-        raise PoolError(f"config.family.pools.{kind}: held-out value {v!r} occurs in train tasks "
-                        f"(in {line!r}); held-out values must be absent from every train task")
+    for value in pools[kind]["heldout"]:
+      # a file name's stem too: held-out "goldwolf.txt" against a train word "goldwolf"
+      for v in dict.fromkeys((value, value.split(".")[0]) if kind == "file_names" else (value,)):
+        m = _find_bounded(v, train_text, runs)
+        if m:
+          end = train_text.find("\n", m.end())
+          line = train_text[train_text.rfind("\n", 0, m.start()) + 1:end if end >= 0 else None][:120]
+          what = f"held-out value {value!r}" + (f" (its stem {v!r})" if v != value else "")
+          raise PoolError(f"config.family.pools.{kind}: {what} occurs in train tasks (in {line!r}); "
+                          "held-out values must be absent from every train task")
+
+
+def _find_bounded(v: str, text: str, runs: dict[str, list[int]]) -> re.Match | None:
+  """letter_bounded(v, text), fast where v starts with a letter: a letter-bounded match starts
+  where v's first letter run is a maximal run of `text` (`runs`: run -> its starts)."""
+  first = re.match(r"[A-Za-z]+", v)
+  if not first:
+    return letter_bounded(v, text)
+  at = [i for i in runs.get(first.group(), ()) if text.startswith(v, i) and not text[i + len(v):i + len(v) + 1].isalpha()]
+  return re.compile(re.escape(v)).search(text, at[0]) if at else None
 
 
 def token_counts(values: Iterable[str], tok) -> dict[int, int]:
