@@ -97,7 +97,8 @@ def value_pools(family: Mapping[str, Any] | None = None) -> dict[str, dict[str, 
   key = json.dumps(fields, sort_keys=True, default=str)
   files = tuple(os.path.getmtime(v[5:]) for v in fields["pools"].values()
                 if isinstance(v, str) and v.startswith("file:") and os.path.isfile(v[5:]))
-  return _value_pools(key, files)
+  # fresh lists for the caller: the cached ones stay as checked
+  return {kind: {split: list(v) for split, v in d.items()} for kind, d in _value_pools(key, files).items()}
 
 
 @functools.lru_cache(maxsize=8)
