@@ -128,6 +128,18 @@ def env_fleet_fields(slots_per_node: int = 8) -> dict:
   return dict(backend="local", ray_address="", slots_per_node=slots_per_node)
 
 
+def endpoint_fields(**overrides) -> dict:
+  """How an LLM path reaches its OpenAI-compatible endpoint (mage_jax/llm/client.py `from_config`),
+  for the forge `llm`, evolve `author` and `synthesis` and eval/evolve `policy` sections.
+  api_key_env names the environment variable holding the key ("" = no Authorization header): the
+  key itself is never in a config, manifest or result. server "auto" asks GET /version whether
+  it is vLLM (vLLM-only request fields are sent only then), or "vllm" / "openai". prices: $ per
+  1M tokens by model name ("default" for any other), with an optional "cached" price."""
+  return dict(api_key_env="", headers={}, server="auto", timeout_s=120.0, http_retries=4,
+              max_backoff_s=60.0, max_concurrency=8,
+              prices={"default": {"prompt": 0.60, "completion": 2.40, "cached": 0.30}}, **overrides)
+
+
 def set_sources(c: ml_collections.ConfigDict, spec: dict) -> None:
   """spec: {source: (jsonl paths, weight, stage)}."""
   c.data.sources = sources_config(spec)

@@ -40,7 +40,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
                                          **common.env_fleet_fields()))
   c.policy = ml_collections.ConfigDict(dict(
       kind=kind, which="reference",     # scripted: reference | reference:<channel> | near_miss
-      base_url="http://127.0.0.1:8000/v1", model="mage", api_key="EMPTY",  # openai
+      base_url="http://127.0.0.1:8000/v1", model="mage",  # openai
+      **common.endpoint_fields(),       # api_key_env, server, retries, concurrency, prices
+      tool_protocol="text",             # openai: text (<tool_call> in the reply) | native (tools=)
       checkpoint="",                                              # checkpoint: an HF directory
       max_tokens=1024, temperature=0.0, top_p=1.0, greedy=True,
       p_extra=0.5, p_invalid=0.1, seed=0))                        # noisy_teacher (harness/teacher.py)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ml_collections
 
+from configs import common
 from configs import eval as eval_config
 from configs import harness as harness_config
 from mage_jax.data import prompts
@@ -43,10 +44,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       extra_tools=["xdotool", "ax_tree"], libraries={},
       system_prompts=[prompts.SYSTEM_PROMPTS[0] + harness_config.LIB_NOTE], max_output=[4000]))
   c.author = ml_collections.ConfigDict(dict(     # the LLM authoring node (forge/llm.py); "" = off
-      base_url="", model="author", max_tokens=512, temperature=0.0))
+      base_url="", model="author", max_tokens=512, temperature=0.0, **common.endpoint_fields()))
   # launch.collect
   c.collect = ml_collections.ConfigDict(dict(progress=True))
   c.synthesis = ml_collections.ConfigDict(dict(  # data/synthesis.py; base_url "" = no synthesis pass
       base_url="", model="teacher", max_tokens=1024, temperature=0.0, coord_tolerance=5,
-      judge=False, on_reject="drop_episode", workers=4))
+      judge=False, on_reject="drop_episode", workers=4, **common.endpoint_fields()))
   return c

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ml_collections
 
+from configs import common
+
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   arg = arg or ""
@@ -43,8 +45,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.llm = ml_collections.ConfigDict(dict(
       params=arg == "llm", reword=arg == "llm",   # LLM nodes in every workflow
       siblings=0,                                 # skills per round whose siblings an LLM proposes
-      base_url="http://127.0.0.1:8000/v1", model="mage", timeout_s=120.0, max_tokens=512,
-      temperature=0.0, max_retries=2,
-      # $ per 1M tokens by model name (a frontier API's list prices; "default" for any other)
-      prices={"default": {"prompt": 0.60, "completion": 2.40}}))
+      base_url="http://127.0.0.1:8000/v1", model="mage", max_tokens=512, temperature=0.0,
+      max_retries=2,         # re-asks after an invalid reply (HTTP retries: http_retries)
+      # the endpoint: api key env var, server kind, HTTP retries, concurrency, $ per 1M tokens
+      **common.endpoint_fields()))
   return c

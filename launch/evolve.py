@@ -47,8 +47,7 @@ def main(argv):
   ledger = llm.Ledger()
   author = None
   if c.author.base_url:
-    author = AuthorNode(llm.ChatClient(c.author.base_url, c.author.model, max_tokens=c.author.max_tokens,
-                                       temperature=c.author.temperature), ledger)
+    author = AuthorNode(llm.client_from_config(c.author), ledger)
   e = c.evolve
   space = SearchSpace(extra_tools=list(e.extra_tools), libraries=dict(e.libraries),
                       system_prompts=list(e.system_prompts), max_output=list(e.max_output))

@@ -115,7 +115,7 @@ def test_openai_policy_records_ids_logprobs_and_counts_parse_errors(tmp_path):
   done = tools.format_response("Done.", "Finish", "computer_use", {"action": "terminate", "status": "success"})
   server = FakeOpenAI(["I will just answer 1591.", good_bash + "\nextra", good_bash, done])
   try:
-    policy = OpenAIChatPolicy(server.url, "mage", max_tokens=64)
+    policy = OpenAIChatPolicy(server.url, "mage", max_tokens=64, server="vllm")  # a fake vLLM
     env = local_env()
     try:
       res = run_episode(env, TASKS["term_multiply"], policy, EpisodeConfig(out_dir=str(tmp_path)))

@@ -82,7 +82,7 @@ def test_dead_endpoint_names_url_skill_node():
     port = s.getsockname()[1]
   url = f"http://127.0.0.1:{port}/v1"
   with pytest.raises(llm.EndpointError) as e:
-    _node(fallback=lambda i: {}).run(llm.ChatClient(url, transient_retries=0), {"skill_id": "s"},
+    _node(fallback=lambda i: {}).run(llm.ChatClient(url, http_retries=0), {"skill_id": "s"},
                                      skill="sheet.edit.sum")
   msg = str(e.value)
   assert url in msg and "sheet.edit.sum" in msg and "propose" in msg

@@ -7,7 +7,6 @@ import base64
 import io
 import json
 import re
-import urllib.request
 from typing import Any, Sequence
 
 import numpy as np
@@ -87,22 +86,35 @@ def prompt_to_messages(prompt_text: str, images: Sequence[np.ndarray]) -> list[d
   return messages
 
 
-class OpenAIChatPolicy:
-  """Any OpenAI-compatible /v1/chat/completions endpoint (vLLM, the embedded rollout server).
+TOOL_PROTOCOLS = ("text", "native")
 
-  Asks for sampled-token log-probs and (vLLM's `return_token_ids`) the prompt and
-  completion token ids; records them when the server returns them. The server
-  applies its own chat template to the messages, so the recorded prompt ids are
-  the server's, not ours.
+
+class OpenAIChatPolicy:
+  """Any OpenAI-compatible /v1/chat/completions endpoint (a hosted API, vLLM, the embedded
+  rollout server) through the shared client (mage_jax/llm/client.py: auth from the env var
+  `api_key_env`, retries, concurrency, usage).
+
+  Asks for sampled-token log-probs; from vLLM only (the client detects it) also the prompt and
+  completion token ids (`return_token_ids`) with special tokens kept, fields a strict hosted API
+  rejects. The server applies its own chat template to the messages, so the recorded prompt ids
+  are the server's, not ours. `tool_protocol`: "text" (the tools are declared in the rendered
+  system turn and the model writes <tool_call> in its text, as the student does) or "native"
+  (the episode's tool schemas go in `tools` and the reply's `tool_calls` are written back as
+  the text protocol, for endpoints that answer tools only natively).
   """
 
-  def __init__(self, base_url: str, model: str, *, api_key: str = "EMPTY", max_tokens: int = 1024,
-               temperature: float = 1.0, top_p: float = 1.0, timeout: float = 300.0,
-               tokenizer=None, extra_body: dict[str, Any] | None = None):
-    self.url = base_url.rstrip("/") + "/chat/completions"
-    self.model, self.api_key, self.max_tokens = model, api_key, max_tokens
-    self.temperature, self.top_p, self.timeout = temperature, top_p, timeout
-    self.extra_body = extra_body or {}
+  VLLM_FIELDS = {"return_token_ids": True, "skip_special_tokens": False}
+
+  def __init__(self, base_url: str, model: str, *, max_tokens: int = 1024, temperature: float = 1.0,
+               top_p: float = 1.0, tokenizer=None, extra_body: dict[str, Any] | None = None,
+               tool_protocol: str = "text", client=None, **endpoint: Any):
+    from mage_jax.llm.client import ChatClient
+    if tool_protocol not in TOOL_PROTOCOLS:
+      raise ValueError(f"policy.tool_protocol={tool_protocol!r}: expected one of {TOOL_PROTOCOLS}")
+    self.client = client or ChatClient(base_url, model, **endpoint)
+    self.model, self.max_tokens = model, max_tokens
+    self.temperature, self.top_p = temperature, top_p
+    self.extra_body, self.tool_protocol = extra_body or {}, tool_protocol
     self._tok = tokenizer
 
   def _tokenizer(self):
@@ -111,32 +123,48 @@ class OpenAIChatPolicy:
       self._tok = load_tokenizer("")
     return self._tok
 
-  def request_body(self, request: PolicyRequest) -> dict[str, Any]:
+  def messages(self, request: PolicyRequest) -> list[dict[str, Any]]:
     text = self._tokenizer().decode([int(i) for i in request.prompt_tokens], skip_special_tokens=False)
-    return {"model": self.model, "messages": prompt_to_messages(text, request.images),
-            "max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p,
-            "logprobs": True, "return_token_ids": True, "skip_special_tokens": False,
-            **self.extra_body}
+    return prompt_to_messages(text, request.images)
+
+  def request_fields(self, request: PolicyRequest) -> dict[str, Any]:
+    """The standard OpenAI fields of one request (the vLLM-only ones are VLLM_FIELDS)."""
+    fields = {"max_tokens": self.max_tokens, "temperature": self.temperature, "top_p": self.top_p,
+              "logprobs": True, **self.extra_body}
+    if self.tool_protocol == "native":
+      fields["tools"] = request.episode.tools
+    return fields
 
   def act(self, request: PolicyRequest) -> PolicyOutput:
-    body = json.dumps(self.request_body(request)).encode()
-    req = urllib.request.Request(self.url, data=body, headers={
-        "Content-Type": "application/json", "Authorization": f"Bearer {self.api_key}"})
-    with urllib.request.urlopen(req, timeout=self.timeout) as r:
-      resp = json.loads(r.read())
-    choice = resp["choices"][0]
-    msg = choice["message"]
-    text = msg.get("content") or ""
+    reply = self.client.complete(self.messages(request), where=f"policy (step {request.t}): ",
+                                 vllm_fields=self.VLLM_FIELDS, **self.request_fields(request))
+    choice, msg, resp = reply.choice, reply.message, reply.response
+    text = reply.text
     reasoning = msg.get("reasoning_content") or msg.get("reasoning")
     if reasoning and "<think>" not in text:  # a server-side reasoning parser split the think part off
       text = "<think>\n" + reasoning.strip("\n") + "\n</think>\n\n" + text.lstrip("\n")
+    text += native_calls_as_text(msg.get("tool_calls"))
     logprobs = None
     if choice.get("logprobs") and choice["logprobs"].get("content") is not None:
       logprobs = [float(c["logprob"]) for c in choice["logprobs"]["content"]]
-    usage = resp.get("usage") or {}
     return PolicyOutput(text=text, prompt_ids=resp.get("prompt_token_ids") or choice.get("prompt_token_ids"),
                         completion_ids=choice.get("token_ids"), logprobs=logprobs,
-                        output_tokens=usage.get("completion_tokens"))
+                        output_tokens=reply.usage.completion_tokens)
+
+
+def native_calls_as_text(tool_calls: Any) -> str:
+  """A reply's native `tool_calls` written as the text protocol (<tool_call> JSON lines); an
+  argument string that is not JSON is kept verbatim, so the parser reports it as a bad call."""
+  out = ""
+  for call in tool_calls or []:
+    fn = call.get("function") or {}
+    try:
+      args = json.loads(fn.get("arguments") or "{}")
+      line = tools.tool_call_json(str(fn.get("name", "")), args)
+    except (json.JSONDecodeError, TypeError):
+      line = '{"name": "' + str(fn.get("name", "")) + '", "arguments": ' + str(fn.get("arguments")) + "}"
+    out += "\n<tool_call>\n" + line + "\n</tool_call>"
+  return out
 
 
 class CheckpointPolicy:

@@ -17,9 +17,11 @@ def make_policy_factory(p):
     from mage_jax.harness.teacher import NoisyScriptedTeacher
     return lambda task: NoisyScriptedTeacher(p_extra=p.p_extra, p_invalid=p.p_invalid, seed=p.seed)
   if p.kind == "openai":
-    return lambda task: policies.OpenAIChatPolicy(p.base_url, p.model, api_key=p.api_key,
-                                                  max_tokens=p.max_tokens, temperature=p.temperature,
-                                                  top_p=p.top_p)
+    from mage_jax.llm.client import from_config
+    shared = from_config(p)  # one client: its concurrency limit spans the episodes running at once
+    return lambda task: policies.OpenAIChatPolicy(p.base_url, p.model, max_tokens=p.max_tokens,
+                                                  temperature=p.temperature, top_p=p.top_p,
+                                                  tool_protocol=p.get("tool_protocol", "text"), client=shared)
   if p.kind == "checkpoint":
     if not p.checkpoint:
       raise ValueError("policy.kind=checkpoint needs --config.policy.checkpoint=<HF dir>")

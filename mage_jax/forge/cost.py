@@ -83,9 +83,7 @@ def agent_loop_task(client: ChatClient, skill: Skill, seed: int) -> CallRecord:
   setup, pkg = [], {}
   for _ in range(64):
     text, usage = client.chat(messages, skill=skill.id, node="agent_loop")
-    rec.requests += 1
-    rec.prompt_tokens += usage["prompt_tokens"]
-    rec.completion_tokens += usage["completion_tokens"]
+    rec.add_usage(usage)
     messages.append({"role": "assistant", "content": text})
     call = json.loads(text)
     tool, args = call["tool"], call["args"]
@@ -102,7 +100,7 @@ def agent_loop_task(client: ChatClient, skill: Skill, seed: int) -> CallRecord:
     if tool == "submit":
       break
     messages.append({"role": "user", "content": "Tool result: " + json.dumps(result)})
-  rec.dollars = client.prices.dollars(client.model, rec.prompt_tokens, rec.completion_tokens)
+  rec.price(client)
   return rec
 
 

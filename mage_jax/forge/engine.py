@@ -169,7 +169,7 @@ def run_forge(c: dict[str, Any]) -> dict[str, Any]:
     avoid = {**avoid, **R.refinements(all_outcomes, c["refine_at"])}
     row["refined_skills"] = sorted(s for s in avoid if avoid[s])
     if c["llm"].get("siblings") and st.error is None and k < c["rounds"]:
-      new, recs = R.propose_siblings(RUN.ChatClient(c["llm"]["base_url"], c["llm"]["model"]),
+      new, recs = R.propose_siblings(RUN.client_from_config(c["llm"]),
                                      [REGISTRY[s] for s in skills[: c["llm"]["siblings"]]])
       row["sibling_proposals"] = recs
       skills += [s.id for s in new]
@@ -192,7 +192,8 @@ def round_row(st: RUN.RoundStats, budget: dict[str, int], success, c, skills) ->
           "frontier_budget_share": round(sum(budget[s] for s in frontier) / max(1, sum(budget.values())), 4),
           "rejections": dict(st.rejections), "rejections_by_node": dict(st.by_node),
           "rejections_by_skill": {s: dict(v) for s, v in st.by_skill.items()},
-          "llm": dict(st.llm), "generate_seconds": round(st.generate_seconds, 1),
+          "llm": dict(st.llm), "llm_by_node": {n: dict(v) for n, v in sorted(st.llm_by_node.items())},
+          "generate_seconds": round(st.generate_seconds, 1),
           "gating_seconds": round(st.gating_seconds, 1), "gated_fresh": len(gs),
           "gate_seconds_per_task": round(sum(gs) / max(1, len(gs)), 3), "error": st.error}
 
@@ -214,9 +215,11 @@ def summary(suite_dir: str, rounds: list[dict[str, Any]], seconds: float, n_skil
   rej = collections.Counter()
   for r in rounds:
     rej.update(r["rejections"])
-  llm = collections.Counter()
+  llm, by_node = collections.Counter(), collections.defaultdict(collections.Counter)
   for r in rounds:
     llm.update(r["llm"])
+    for node, counts in r.get("llm_by_node", {}).items():
+      by_node[node].update(counts)
   dollars = llm.pop("micro_dollars", 0) / 1e6
   attempts = sum(r["attempts"] for r in rounds)
   return {"round": len(rounds), "seconds": round(seconds, 1),
@@ -231,7 +234,25 @@ def summary(suite_dir: str, rounds: list[dict[str, Any]], seconds: float, n_skil
           "cost": {**dict(llm), "dollars": round(dollars, 6), "attempts": attempts,
                    "dollars_per_accepted_task": round(dollars / max(1, len(pkgs)), 6),
                    "tokens_per_accepted_task": round((llm["prompt_tokens"] + llm["completion_tokens"])
-                                                     / max(1, len(pkgs)), 1)}}
+                                                     / max(1, len(pkgs)), 1),
+                   "token_source": token_source(llm),
+                   "by_node": {n: node_cost(v, len(pkgs)) for n, v in sorted(by_node.items())}}}
+
+
+def token_source(counts) -> str:
+  """Where the token figures come from: the replies' `usage`, or partly the character estimate."""
+  est = counts.get("estimated", 0)
+  return "usage" if not est else f"usage, except {est} of {counts.get('requests', 0)} requests estimated as ceil(chars/4)"
+
+
+def node_cost(counts: collections.Counter, accepted: int) -> dict[str, Any]:
+  """One LLM node's cost over the run, and per accepted task."""
+  counts = collections.Counter(counts)
+  dollars = counts.pop("micro_dollars", 0) / 1e6
+  return {**dict(counts), "dollars": round(dollars, 6),
+          "dollars_per_accepted_task": round(dollars / max(1, accepted), 6),
+          "tokens_per_accepted_task": round((counts["prompt_tokens"] + counts["completion_tokens"])
+                                            / max(1, accepted), 1)}
 
 
 def write_manifest(wd: str, manifest: dict[str, Any]) -> str:

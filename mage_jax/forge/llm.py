@@ -14,8 +14,11 @@ Talks to any OpenAI-compatible `POST {base_url}/chat/completions` (vLLM,
   4. when retries run out, returns `fallback(inputs)` (e.g. the skill's seeded
      sampler) marked `fallback=True`, or raises `LLMNodeError` if there is none.
 
-Every call's `usage` (prompt/completion tokens) goes into a `Ledger` and is
-converted to dollars by a `PriceTable` ($ per million tokens, per model name).
+The transport is the shared client (mage_jax/llm/client.py: auth from an env var, vLLM-only
+fields only for vLLM, retries honouring Retry-After, a concurrency limit). Every call's
+`usage` (prompt, completion, cached tokens) goes into a `Ledger` and is converted to dollars
+by a `PriceTable` (mage_jax/llm/pricing.py, $ per million tokens per model name); a reply
+without `usage` is estimated from characters and counted as `estimated`.
 A dead endpoint is an `EndpointError` naming the URL, the skill and the node: it
 is not retried into a fallback, since every later task would fail the same way.
 """
@@ -25,19 +28,11 @@ import dataclasses
 import json
 import re
 import threading
-import time
-import urllib.error
-import urllib.request
 from typing import Any, Callable
 
-# $ per 1M tokens. The default is a frontier-API-like list price so the recorded
-# trace comparison yields dollars; override per model in the forge config.
-DEFAULT_PRICES = {"default": {"prompt": 0.60, "completion": 2.40}}
-
-
-class EndpointError(RuntimeError):
-  """The endpoint cannot be reached or answers with an error; names URL, skill and node."""
-
+from mage_jax.llm import client as client_lib
+from mage_jax.llm.client import EndpointError  # noqa: F401 - re-exported: callers catch llm.EndpointError
+from mage_jax.llm.pricing import DEFAULT_PRICES, PriceTable  # noqa: F401 - re-exported
 
 class LLMNodeError(RuntimeError):
   """An LLM node's reply stayed invalid after every retry and the node has no fallback."""
@@ -132,27 +127,39 @@ def extract_json(text: str) -> Any:
 
 # ---- cost ------------------------------------------------------------------------------------------
 @dataclasses.dataclass
-class PriceTable:
-  prices: dict[str, dict[str, float]] = dataclasses.field(default_factory=lambda: dict(DEFAULT_PRICES))
-
-  def dollars(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
-    p = self.prices.get(model) or self.prices.get("default")
-    if p is None:
-      raise KeyError(f"price table has no entry for model {model!r} and no 'default'")
-    return (prompt_tokens * p["prompt"] + completion_tokens * p["completion"]) / 1e6
-
-
-@dataclasses.dataclass
 class CallRecord:
   skill: str
   node: str
   prompt_tokens: int = 0
   completion_tokens: int = 0
+  cached_tokens: int = 0   # of prompt_tokens (usage.prompt_tokens_details.cached_tokens)
+  estimated: int = 0       # requests whose reply had no `usage` (tokens counted as ceil(chars / 4))
   dollars: float = 0.0
-  requests: int = 0        # HTTP requests (1 + retries)
+  requests: int = 0        # LLM requests (1 + re-asks)
   retries: int = 0         # re-asks after an invalid reply
   fallback: bool = False   # retries ran out; the fallback's value was used
   errors: list[str] = dataclasses.field(default_factory=list)  # the validation errors fed back
+
+  def add_usage(self, usage: dict[str, Any]) -> None:
+    self.requests += 1
+    self.prompt_tokens += usage["prompt_tokens"]
+    self.completion_tokens += usage["completion_tokens"]
+    self.cached_tokens += usage.get("cached_tokens", 0)
+    self.estimated += int(bool(usage.get("estimated")))
+
+  def price(self, client: "ChatClient") -> None:
+    self.dollars = client.prices.dollars(client.model, self.prompt_tokens, self.completion_tokens,
+                                         self.cached_tokens)
+
+
+TOTAL_KEYS = ("requests", "prompt_tokens", "completion_tokens", "cached_tokens", "estimated", "retries")
+
+
+def totals(recs: list[CallRecord]) -> dict[str, Any]:
+  out = {"calls": len(recs), **{k: sum(getattr(r, k) for r in recs) for k in TOTAL_KEYS}}
+  out["dollars"] = round(sum(r.dollars for r in recs), 6)
+  out["fallbacks"] = sum(r.fallback for r in recs)
+  return out
 
 
 class Ledger:
@@ -167,64 +174,38 @@ class Ledger:
       self.records.append(rec)
 
   def totals(self) -> dict[str, Any]:
+    """Overall, plus `by_node` ("skill/node" -> the same totals)."""
     with self._lock:
       recs = list(self.records)
-    return {"calls": len(recs), "requests": sum(r.requests for r in recs),
-            "prompt_tokens": sum(r.prompt_tokens for r in recs),
-            "completion_tokens": sum(r.completion_tokens for r in recs),
-            "dollars": round(sum(r.dollars for r in recs), 6),
-            "retries": sum(r.retries for r in recs), "fallbacks": sum(r.fallback for r in recs)}
+    by_node: dict[str, list[CallRecord]] = {}
+    for r in recs:
+      by_node.setdefault(f"{r.skill}/{r.node}", []).append(r)
+    return {**totals(recs), "by_node": {k: totals(v) for k, v in sorted(by_node.items())}}
 
 
 # ---- client ----------------------------------------------------------------------------------------
-class ChatClient:
-  """POST {base_url}/chat/completions with urllib (no extra dependency)."""
+class ChatClient(client_lib.ChatClient):
+  """The shared client (mage_jax/llm/client.py: auth, retries, concurrency, usage) with a
+  node's sampling defaults; `chat` returns (text, usage dict) and names the skill and node in
+  errors."""
 
-  def __init__(self, base_url: str, model: str = "mage", *, timeout_s: float = 120.0,
-               temperature: float = 0.0, max_tokens: int = 512, prices: PriceTable | None = None,
-               transient_retries: int = 2):
-    self.base_url = base_url.rstrip("/")
-    self.model, self.timeout_s = model, timeout_s
+  def __init__(self, base_url: str, model: str = "mage", *, temperature: float = 0.0,
+               max_tokens: int = 512, **endpoint: Any):
+    super().__init__(base_url, model, **endpoint)
     self.temperature, self.max_tokens = temperature, max_tokens
-    self.prices = prices or PriceTable()
-    self.transient_retries = transient_retries
 
-  @property
-  def url(self) -> str:
-    return f"{self.base_url}/chat/completions"
+  def chat(self, messages: list[dict[str, Any]], *, skill: str = "?", node: str = "?",
+           seed: int | None = None) -> tuple[str, dict[str, Any]]:
+    reply = self.complete(messages, where=f"LLM node {node!r} of skill {skill!r}: ",
+                          temperature=self.temperature, max_tokens=self.max_tokens, seed=seed)
+    return reply.text, reply.usage.as_dict()
 
-  def chat(self, messages: list[dict[str, str]], *, skill: str = "?", node: str = "?",
-           seed: int | None = None) -> tuple[str, dict[str, int]]:
-    """(reply text, usage). 5xx and timeouts are retried `transient_retries` times with backoff;
-    a refused connection or a 4xx is an EndpointError at once."""
-    body = {"model": self.model, "messages": messages, "temperature": self.temperature,
-            "max_tokens": self.max_tokens}
-    if seed is not None:
-      body["seed"] = seed
-    data = json.dumps(body).encode()
-    where = f"LLM node {node!r} of skill {skill!r}: endpoint {self.url}"
-    for attempt in range(self.transient_retries + 1):
-      req = urllib.request.Request(self.url, data=data, headers={"Content-Type": "application/json"})
-      try:
-        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-          out = json.loads(resp.read())
-        break
-      except urllib.error.HTTPError as e:
-        detail = e.read()[:200].decode(errors="replace")
-        if e.code < 500 or attempt == self.transient_retries:
-          raise EndpointError(f"{where} answered HTTP {e.code}: {detail}") from None
-      except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
-        reason = getattr(e, "reason", e)
-        if isinstance(reason, ConnectionRefusedError) or attempt == self.transient_retries:
-          raise EndpointError(f"{where} is unreachable ({reason}); is the server running?") from None
-      time.sleep(0.5 * 2 ** attempt)
-    try:
-      text = out["choices"][0]["message"]["content"] or ""
-    except (KeyError, IndexError, TypeError):
-      raise EndpointError(f"{where}: reply is not a chat completion: {str(out)[:200]}") from None
-    usage = out.get("usage") or {}
-    return text, {"prompt_tokens": int(usage.get("prompt_tokens", 0)),
-                  "completion_tokens": int(usage.get("completion_tokens", 0))}
+
+def client_from_config(block: Any) -> ChatClient:
+  """A node client from a config section (configs/common.py endpoint_fields + max_tokens, temperature)."""
+  get = block.get if hasattr(block, "get") else lambda k, d=None: getattr(block, k, d)
+  return client_lib.from_config(block, factory=ChatClient, max_tokens=get("max_tokens", 512),
+                                temperature=get("temperature", 0.0))
 
 
 # ---- node ------------------------------------------------------------------------------------------
@@ -266,9 +247,7 @@ class LLMNode:
       for attempt in range(self.max_retries + 1):
         text, usage = client.chat(messages, skill=skill, node=self.name,
                                   seed=None if seed is None else seed + attempt)
-        rec.requests += 1
-        rec.prompt_tokens += usage["prompt_tokens"]
-        rec.completion_tokens += usage["completion_tokens"]
+        rec.add_usage(usage)
         try:
           value = extract_json(text)
           validate_schema(value, self.schema)
@@ -284,7 +263,7 @@ class LLMNode:
                                    {"role": "user", "content": RETRY_TEMPLATE.format(
                                        error=str(e)[:300], schema=schema_text)}]
     finally:  # tokens spent count even when the endpoint dies mid-node
-      rec.dollars = client.prices.dollars(client.model, rec.prompt_tokens, rec.completion_tokens)
+      rec.price(client)
     if not ok:
       if self.fallback is None:
         if ledger is not None:

@@ -25,7 +25,7 @@ from typing import Any, Iterable
 
 from mage_jax.forge import gates as G
 from mage_jax.forge import rounds as R
-from mage_jax.forge.llm import ChatClient, EndpointError, PriceTable
+from mage_jax.forge.llm import ChatClient, EndpointError, client_from_config
 from mage_jax.forge.nodes import digest
 from mage_jax.forge.skill import REGISTRY
 from mage_jax.forge.workflow import NodeCache, default_workflow
@@ -75,9 +75,7 @@ def _client() -> ChatClient | None:
   llm = _WORKER.get("llm") or {}
   if not (llm.get("params") or llm.get("reword")):
     return None
-  return ChatClient(llm["base_url"], llm["model"], timeout_s=llm.get("timeout_s", 120),
-                    max_tokens=llm.get("max_tokens", 512), temperature=llm.get("temperature", 0.0),
-                    prices=PriceTable(llm.get("prices") or {"default": {"prompt": 0.6, "completion": 2.4}}))
+  return client_from_config(llm)
 
 
 def generate_one(skill_id: str, seed: int, avoid: dict[str, list] | None) -> dict[str, Any]:
@@ -140,6 +138,8 @@ class RoundStats:
       default_factory=lambda: collections.defaultdict(collections.Counter))
   by_node: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   llm: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  llm_by_node: dict[str, collections.Counter] = dataclasses.field(   # LLM node -> the same counts
+      default_factory=lambda: collections.defaultdict(collections.Counter))
   gate_seconds: list[float] = dataclasses.field(default_factory=list)
   generate_seconds: float = 0.0
   gating_seconds: float = 0.0
@@ -149,6 +149,16 @@ class RoundStats:
     self.rejections[reason] += 1
     self.by_skill[skill][reason] += 1
     self.by_node[f"{node}:{reason}"] += 1
+
+
+def count_call(counts: collections.Counter, call: dict[str, Any]) -> None:
+  """One llm.CallRecord (as a dict) into a round's counters; dollars as integer micro-dollars so
+  Counter sums stay exact."""
+  for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "estimated", "requests", "retries"):
+    counts[key] += call.get(key, 0)
+  counts["fallbacks"] += int(call["fallback"])
+  counts["calls"] += 1
+  counts["micro_dollars"] += round(call["dollars"] * 1e6)
 
 
 def run_round(c: dict[str, Any], k: int, budget: dict[str, int], avoid: dict[str, dict],
@@ -173,11 +183,8 @@ def run_round(c: dict[str, Any], k: int, budget: dict[str, int], avoid: dict[str
   to_gate = []
   for o in outcomes:
     for call in o["llm_calls"]:
-      for key in ("prompt_tokens", "completion_tokens", "requests", "retries"):
-        st.llm[key] += call[key]
-      st.llm["fallbacks"] += int(call["fallback"])
-      st.llm["calls"] += 1
-      st.llm["micro_dollars"] += round(call["dollars"] * 1e6)
+      for counts in (st.llm, st.llm_by_node[call["node"]]):
+        count_call(counts, call)
     if o["package"] is None:
       st.reject(o["skill"], o["reason"], o["node"])
       continue

@@ -152,7 +152,7 @@ def run_collection(c, workdir: str, progress: bool = True) -> dict[str, Any]:
   if s.base_url:
     from mage_jax.harness import synthesis
     from mage_jax.forge import llm
-    client = llm.ChatClient(s.base_url, s.model, max_tokens=s.max_tokens, temperature=s.temperature)
+    client = llm.client_from_config(s)
     cfg = synthesis.SynthesisConfig(full_responses=c.episode.full_responses, visual_turns=c.episode.visual_turns,
                                     context_len=c.episode.context_len, coord_tolerance=s.coord_tolerance,
                                     judge=s.judge, on_reject=s.on_reject, workers=s.workers)

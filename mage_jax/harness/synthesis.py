@@ -141,9 +141,9 @@ class Synthesizer:
     rec = llm.CallRecord(skill=SKILL, node=node)
     try:
       text, usage = self.client.chat(messages, skill=SKILL, node=node)
-      rec.requests, rec.prompt_tokens, rec.completion_tokens = 1, usage["prompt_tokens"], usage["completion_tokens"]
+      rec.add_usage(usage)
     finally:
-      rec.dollars = self.client.prices.dollars(self.client.model, rec.prompt_tokens, rec.completion_tokens)
+      rec.price(self.client)
       self.ledger.add(rec)
     return text
 

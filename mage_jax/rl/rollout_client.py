@@ -191,7 +191,9 @@ class RolloutClient:
     """POST /v1/completions with a token-id prompt; sampled-token log-probs and ids back."""
     url = self.base_url + "/completions"
     body = {**self._sampling(max_tokens, temperature, top_p, seed),
-            "prompt": [int(t) for t in prompt_token_ids], "logprobs": 1}
+            # logprobs 0: the sampled tokens' log-probs without alternatives (which cost the
+            # embedded server a forward pass)
+            "prompt": [int(t) for t in prompt_token_ids], "logprobs": 0}
     resp = self._post("/completions", body)
     choice = _first_choice(resp, url)
     logprobs = _field(_field(choice, "logprobs", url), "token_logprobs", url + " choices[0].logprobs")

@@ -24,8 +24,10 @@ batch over a KV cache of slots (rl/generate_batcher.py).
 Log-probs are those of the processed distribution that was sampled from
 (`models.sampling`: log-softmax of logits / temperature within the top-p
 nucleus), like vLLM's `--logprobs-mode processed_logprobs`; temperature 0 is
-greedy with the raw log-softmax. `top_logprobs` holds only the sampled token
-(alternatives are not computed). Slot rows, prompt lengths and the KV-cache length are
+greedy with the raw log-softmax. `top_logprobs` (chat) and `logprobs: k` (completions) give
+the k most likely alternatives per token, and `stream: true` answers in server-sent events
+(rl/openai_stream.py); errors are OpenAI's shape {"error": {"message", "type", "param",
+"code"}}; GET /version answers like vLLM's, so clients send the vLLM-only fields. Slot rows, prompt lengths and the KV-cache length are
 padded to power-of-two buckets so a server compiles a handful of shapes, not one per request.
 """
 from __future__ import annotations
@@ -44,6 +46,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 
+from mage_jax.rl import openai_stream
 from mage_jax.rl.engine_address import learner_url
 from mage_jax.rl.generate_batcher import GenerateBatcher, Job, Paused
 
@@ -51,11 +54,15 @@ IMAGE_BLOCK = "<|vision_start|><|image_pad|><|vision_end|>"
 
 
 class RequestError(ValueError):
-  """A bad request: answered with `status` and the message."""
+  """A bad request: answered with `status`, the message and the offending field (`param`)."""
 
-  def __init__(self, message: str, status: int = 400):
+  def __init__(self, message: str, status: int = 400, param: str | None = None):
     super().__init__(message)
-    self.status = status
+    self.status, self.param = status, param
+
+
+class EventStream(list):
+  """A response sent as server-sent events (a list of chunk dicts, then `data: [DONE]`)."""
 
 
 # ---- chat rendering ------------------------------------------------------------------------------
@@ -222,6 +229,14 @@ class RolloutServer:
       raise RequestError(f"temperature={temperature} must be >= 0 and top_p={top_p} in (0, 1]")
     seed = body.get("seed")
     seed = random.getrandbits(31) if seed is None else int(seed)
+    k = _top_k_field(body, chat)
+    if body.get("n") not in (None, 1):
+      raise RequestError("'n' > 1 is not supported here (one choice per request)", param="n")
+    stream = body.get("stream")
+    if stream not in (None, True, False):
+      raise RequestError(f"'stream' must be a boolean, got {stream!r}", param="stream")
+    if body.get("stream_options") is not None and not stream:
+      raise RequestError("'stream_options' is only allowed when 'stream' is true", param="stream_options")
     policy = self._policy
     prompt, images = self._prompt(policy, body, chat=chat)
     vision = policy._vision_inputs(prompt, images)[1] if images else {}
@@ -230,7 +245,30 @@ class RolloutServer:
       self.batcher.submit(job)
     except Paused as e:
       raise RequestError(str(e), status=503) from e
-    return self._response(policy, body, chat, prompt, job)
+    top = openai_stream.top_alternatives(policy, prompt, images, job.tokens, temperature, top_p, k) if k else None
+    resp = self._response(policy, body, chat, prompt, job, top)
+    if not stream:
+      return resp
+    return EventStream(self._stream(policy, body, chat, job, resp))
+
+  def _stream(self, policy, body, chat: bool, job: Job, resp: dict[str, Any]):
+    tok = policy._tokenizer()
+    skip = bool(body.get("skip_special_tokens", True))
+    visible = job.tokens[:-1] if job.finish == "stop" else job.tokens
+    deltas = openai_stream.text_deltas(lambda ids: tok.decode(ids, skip_special_tokens=skip), visible)
+    deltas += [""] * (len(job.tokens) - len(visible))
+    choice = resp["choices"][0]
+    per_token = None
+    if chat and choice.get("logprobs"):
+      per_token = choice["logprobs"]["content"]
+    elif not chat and choice.get("logprobs"):
+      lp = choice["logprobs"]
+      per_token = [{"tokens": [lp["tokens"][i]], "token_logprobs": [lp["token_logprobs"][i]],
+                    "text_offset": [lp["text_offset"][i]],
+                    "top_logprobs": None if lp["top_logprobs"] is None else [lp["top_logprobs"][i]]}
+                   for i in range(len(lp["tokens"]))]
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    return openai_stream.stream_chunks(resp, deltas, per_token, chat=chat, include_usage=include_usage)
 
   def _prompt(self, policy, body: dict[str, Any], *, chat: bool) -> tuple[np.ndarray, list[np.ndarray]]:
     from mage_jax.models.config import MageVLConfig
@@ -261,7 +299,8 @@ class RolloutServer:
         raise RequestError(str(e)) from e
     return prompt, images
 
-  def _response(self, policy, body, chat: bool, prompt: np.ndarray, job: Job) -> dict[str, Any]:
+  def _response(self, policy, body, chat: bool, prompt: np.ndarray, job: Job,
+                top: list[list[tuple[int, float]]] | None) -> dict[str, Any]:
     from mage_jax.models.config import IM_END_ID
     tokens, logprobs, finish = job.tokens, job.logprobs, job.finish
     tok = policy._tokenizer()
@@ -278,9 +317,12 @@ class RolloutServer:
       resp.update(id=f"chatcmpl-{uuid.uuid4().hex}", object="chat.completion")
       choice["message"] = {"role": "assistant", "content": text}
       if body.get("logprobs"):
+        def alts(i):
+          return [{"token": (a := tok.decode([t], skip_special_tokens=False)), "logprob": v,
+                   "bytes": list(a.encode())} for t, v in (top[i] if top else [])]
         choice["logprobs"] = {"content": [
-            {"token": p, "logprob": lp, "bytes": list(p.encode()), "top_logprobs": []}
-            for p, lp in zip(pieces, logprobs)]}
+            {"token": p, "logprob": lp, "bytes": list(p.encode()), "top_logprobs": alts(i)}
+            for i, (p, lp) in enumerate(zip(pieces, logprobs))]}
       if want_ids:
         resp["prompt_token_ids"] = [int(t) for t in prompt]
     else:
@@ -289,8 +331,11 @@ class RolloutServer:
       if body.get("logprobs") is not None:
         offsets = np.cumsum([0] + [len(p) for p in pieces[:-1]]).tolist() if pieces else []
         choice["logprobs"] = {"tokens": pieces, "token_logprobs": logprobs, "text_offset": offsets,
-                              "top_logprobs": [{p: lp} for p, lp in zip(pieces, logprobs)]
-                              if int(body["logprobs"]) > 0 else None}
+                              # vLLM: the sampled token, plus k alternatives when logprobs=k > 0
+                              "top_logprobs": [
+                                  {p: lp, **{tok.decode([t], skip_special_tokens=False): v for t, v in
+                                             (top[i] if top else [])}}
+                                  for i, (p, lp) in enumerate(zip(pieces, logprobs))]}
       if want_ids:
         choice["prompt_token_ids"] = [int(t) for t in prompt]
     if want_ids:
@@ -315,12 +360,24 @@ class RolloutServer:
     return {"results": [None]}
 
 
+def _top_k_field(body: dict[str, Any], chat: bool) -> int:
+  """How many alternatives per token: chat `top_logprobs` (needs `logprobs: true`), completions
+  `logprobs` (an int); at most openai_stream.MAX_TOP_LOGPROBS."""
+  name = "top_logprobs" if chat else "logprobs"
+  k = _int_field(body, name, 0)
+  if chat and k and not body.get("logprobs"):
+    raise RequestError("'top_logprobs' needs 'logprobs': true", param="top_logprobs")
+  if not 0 <= k <= openai_stream.MAX_TOP_LOGPROBS:
+    raise RequestError(f"'{name}' must be in [0, {openai_stream.MAX_TOP_LOGPROBS}], got {k}", param=name)
+  return k
+
+
 def _int_field(body: dict[str, Any], name: str, default: int) -> int:
   value = body.get(name, default)
   if value is None:
     return default
   if not isinstance(value, int) or isinstance(value, bool):
-    raise RequestError(f"'{name}' must be an integer, got {value!r}")
+    raise RequestError(f"'{name}' must be an integer, got {value!r}", param=name)
   return value
 
 
@@ -339,10 +396,23 @@ def _handler(server: RolloutServer):
       self.end_headers()
       self.wfile.write(body)
 
-    def _error(self, code: int, message: str) -> None:
+    def _error(self, code: int, message: str, param: str | None = None) -> None:
       kind = {400: "BadRequestError", 404: "NotFoundError", 422: "UnprocessableEntityError",
               503: "ServiceUnavailableError"}.get(code, "InternalServerError")
-      self._send(code, {"error": {"message": message, "type": kind, "param": None, "code": code}})
+      self._send(code, {"error": {"message": message, "type": kind, "param": param, "code": code}})
+
+    def _send_events(self, chunks: EventStream) -> None:
+      # no Content-Length: the body ends when the connection closes, as a streamed reply may
+      self.send_response(200)
+      self.send_header("Content-Type", "text/event-stream")
+      self.send_header("Cache-Control", "no-cache")
+      self.send_header("Connection", "close")
+      self.end_headers()
+      self.close_connection = True
+      for c in chunks:
+        self.wfile.write(openai_stream.sse(c))
+      self.wfile.write(openai_stream.sse(b"[DONE]"))
+      self.wfile.flush()
 
     def _json_body(self) -> dict[str, Any]:
       raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -363,15 +433,19 @@ def _handler(server: RolloutServer):
         if route not in routes:
           return self._error(404, f"{self.command} {route}: no such route")
         code, obj = routes[route](body)
+        if isinstance(obj, EventStream):
+          return self._send_events(obj)
         self._send(code, obj)
       except RequestError as e:
-        self._error(e.status, str(e))
+        self._error(e.status, str(e), e.param)
       except Exception as e:  # noqa: BLE001 - a server bug must still answer, not hang the client
         self._error(500, f"{type(e).__name__}: {e}")
 
     def do_GET(self):
       self._dispatch({
           "/health": lambda b: (200, None),
+          # the vLLM release whose protocol this server speaks (clients then send vLLM's fields)
+          "/version": lambda b: (200, {"version": server.vllm_behaviour + ".0", "server": "mage_jax"}),
           "/v1/models": lambda b: (200, {"object": "list", "data": [
               {"id": server.model_name, "object": "model", "owned_by": "mage_jax",
                "root": server.served_path}]}),
