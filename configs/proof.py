@@ -193,7 +193,7 @@ def rl(smoke: bool) -> ml_collections.ConfigDict:
       # a teacher turn (think, Action line, tool call) is 60-80 tokens
       max_tokens=24 if smoke else 96, temperature=1.0, top_p=1.0,
       request_timeout_s=600.0, server_ready_timeout_s=300.0, group_timeout_s=1_800.0,
-      sync_tolerance=1e-3, keep_exports=2, paper_zflops=1e-9))
+      sync_tolerance=1e-3, sync_probe=True, keep_exports=2, paper_zflops=1e-9))
   _env(c, smoke)
   c.optimizer.learning_rate = 1e-4 if smoke else 3e-4
   c.optimizer.warmup_steps = 0

@@ -82,7 +82,9 @@ def get_config(arg: str | None = None):
       # max |engine - learner| probe log-prob after a sync; the learner's reference uses the
       # bf16-rounded export, so the embedded fp32 engine matches to ~1e-5; vLLM computes in
       # bf16 and needs ~0.05, which cannot see one small update.
-      sync_tolerance=1e-3 if tiny else 0.05,
+      sync_tolerance=1e-3 if tiny else 0.05,   # at most loop.MAX_SYNC_TOLERANCE (1.0)
+      # False skips the probe (only by this explicit choice; manifest.json records it)
+      sync_probe=True,
       keep_exports=2,
       paper_zflops=2.62))
   c.episode = ml_collections.ConfigDict(dict(

@@ -9,6 +9,7 @@ from flax import nnx
 
 from mage_jax.models.config import Qwen3Config
 from mage_jax.models.qwen3 import Qwen3ForCausalLM
+from tests import _qwen3_reference as reference
 
 # GQA (4 q heads, 2 kv heads) and head_dim 16 != hidden 32 / 4 heads.
 BASE = Qwen3Config(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -39,51 +40,21 @@ def params_numpy(model) -> dict:
 # ------------------------------------------------------------------ NumPy reference
 
 
-def np_rms(x, w, eps):
-  return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
-
-
-def np_rope(x, pos, theta):  # x [T, H, D]
-  d = x.shape[-1]
-  inv = 1.0 / theta ** (np.arange(0, d, 2) / d)
-  ang = pos[:, None] * inv[None]
-  emb = np.concatenate([ang, ang], -1)[:, None, :]
-  rot = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], -1)
-  return x * np.cos(emb) + rot * np.sin(emb)
-
-
-def np_silu(x):
-  return x / (1 + np.exp(-x))
-
-
 def numpy_qwen3_logits(p: dict, cfg: Qwen3Config, tokens: np.ndarray) -> np.ndarray:
-  """One unpacked sequence [T] -> logits [T, V], straight from DESIGN.md."""
-  t = len(tokens)
-  hq, hkv, hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-  pos = np.arange(t, dtype=np.float64)
-  x = p["model/embed_tokens/embedding"][tokens]
+  """One unpacked sequence [T] -> logits [T, V]: the NumPy forward written from DESIGN.md
+  (tests/_qwen3_reference.py) on our params under their HF names and layout."""
+  w = {"model.embed_tokens.weight": p["model/embed_tokens/embedding"],
+       "model.norm.weight": p["model/norm/scale"]}
   for i in range(cfg.num_hidden_layers):
-    pre = f"model/layers/{i}/"
-    y = np_rms(x, p[pre + "input_layernorm/scale"], cfg.rms_norm_eps)
-    q = (y @ p[pre + "self_attn/q_proj/kernel"]).reshape(t, hq, hd)
-    k = (y @ p[pre + "self_attn/k_proj/kernel"]).reshape(t, hkv, hd)
-    v = (y @ p[pre + "self_attn/v_proj/kernel"]).reshape(t, hkv, hd)
-    q = np_rope(np_rms(q, p[pre + "self_attn/q_norm/scale"], cfg.rms_norm_eps), pos, cfg.rope_theta)
-    k = np_rope(np_rms(k, p[pre + "self_attn/k_norm/scale"], cfg.rms_norm_eps), pos, cfg.rope_theta)
-    out = np.zeros((t, hq, hd))
-    for h in range(hq):
-      kh = h // (hq // hkv)
-      s = q[:, h] @ k[:, kh].T * hd ** -0.5
-      s = np.where(np.tril(np.ones((t, t), bool)), s, -np.inf)
-      w = np.exp(s - s.max(-1, keepdims=True))
-      out[:, h] = (w / w.sum(-1, keepdims=True)) @ v[:, kh]
-    h_ = x + out.reshape(t, hq * hd) @ p[pre + "self_attn/o_proj/kernel"]
-    y = np_rms(h_, p[pre + "post_attention_layernorm/scale"], cfg.rms_norm_eps)
-    mlp = (np_silu(y @ p[pre + "mlp/gate_proj/kernel"]) * (y @ p[pre + "mlp/up_proj/kernel"]))
-    x = h_ + mlp @ p[pre + "mlp/down_proj/kernel"]
-  x = np_rms(x, p["model/norm/scale"], cfg.rms_norm_eps)
-  head = p["model/embed_tokens/embedding"].T if cfg.tie_word_embeddings else p["lm_head/kernel"]
-  return x @ head
+    ours, hf = f"model/layers/{i}/", f"model.layers.{i}."
+    for name in ("self_attn/q_proj", "self_attn/k_proj", "self_attn/v_proj", "self_attn/o_proj",
+                 "mlp/gate_proj", "mlp/up_proj", "mlp/down_proj"):
+      w[hf + name.replace("/", ".") + ".weight"] = p[ours + name + "/kernel"].T   # [in, out] -> [out, in]
+    for name in ("self_attn/q_norm", "self_attn/k_norm", "input_layernorm", "post_attention_layernorm"):
+      w[hf + name.replace("/", ".") + ".weight"] = p[ours + name + "/scale"]
+  if not cfg.tie_word_embeddings:
+    w["lm_head.weight"] = p["lm_head/kernel"].T
+  return reference.logits(w, dataclasses.asdict(cfg), tokens)
 
 
 @jax.jit(static_argnums=0)

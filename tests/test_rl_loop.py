@@ -225,13 +225,24 @@ def test_train_rl_end_to_end_with_the_embedded_server(tmp_path):
   for a, b in zip(jax.tree_util.tree_leaves(state.params), jax.tree_util.tree_leaves(final)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
+  # The post-sync probe ran after every update, and the manifest says so.
+  assert all(0 <= r["probe_max_abs_diff"] <= config.rl.sync_tolerance for r in rows)
+  with open(os.path.join(workdir, "manifest.json")) as f:
+    assert json.load(f)["sync_probe"] == {"enabled": True, "tolerance": config.rl.sync_tolerance}
+
   # A finished run is not redone; a larger total_updates resumes from the checkpoint (state,
-  # version, sampler, counters) and serves the restored weights before rolling out.
+  # version, sampler, counters) and serves the restored weights before rolling out. The resumed
+  # run turns the probe off explicitly: its manifest records that and its update has no figure.
   assert loop.train_rl(config, workdir, rollout_fn=toy)["updates"] == 3
-  more = loop.train_rl(tiny_rl_config(4), workdir, rollout_fn=toy)
+  unchecked = tiny_rl_config(4)
+  unchecked.rl.sync_probe = False
+  more = loop.train_rl(unchecked, workdir, rollout_fn=toy)
   assert more["updates"] == 4 and more["totals"]["dropped_stale_groups"] == 2
   rows = [r for r in metrics_lib.read_metrics(workdir) if "reward_mean" in r]
   assert [r["version"] for r in rows] == [1, 2, 3, 4]
+  assert ["probe_max_abs_diff" in r for r in rows] == [True, True, True, False]
+  with open(os.path.join(workdir, "manifest.json")) as f:
+    assert json.load(f)["sync_probe"]["enabled"] is False
 
 
 def test_config_kinds_need_mage_vl_and_patch_slots():
@@ -407,6 +418,13 @@ def test_config_rejects_biased_sampling_and_rows_too_short_for_prompt_plus_compl
       loop.validate(c)
   c = stage5_rl.get_config("tiny")
   loop.validate(c)
+  # A tolerance too wide to see wrong weights is refused; the probe goes off only by name.
+  c.rl.sync_tolerance = 2 * loop.MAX_SYNC_TOLERANCE
+  with pytest.raises(ConfigError, match=r"config.rl.sync_tolerance=2.0: .*config.rl.sync_probe=False"):
+    loop.validate(c)
+  c.rl.sync_probe = False
+  loop.validate(c)
+  c = stage5_rl.get_config("tiny")
   c.episode.context_len = c.data.seq_len
   with pytest.raises(ConfigError, match="exceeds config.data.seq_len"):
     loop.validate(c)

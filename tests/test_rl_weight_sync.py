@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -69,10 +70,20 @@ def _inputs(tokens):
 
 
 def test_stale_weights_fail_the_probe(start_ckpt, learner, tmp_path):
+  """The error names the probe, both figures and the likely cause; only probe=False (a run's
+  explicit config.rl.sync_probe=False) lets the same stale engine through, reporting no figure."""
   with StaleServer(start_ckpt) as server:
-    with pytest.raises(WeightSyncError, match=r"probe log-probs differ .* > tolerance 0.05"):
+    with pytest.raises(WeightSyncError) as err:
       _sync(server, learner, str(tmp_path / "sync"), 7)
     assert not server.paused
+    figure = re.search(r"post-sync probe failed: max \|engine - learner\| log-prob ([0-9.e+-]+) > "
+                       r"tolerance 0.05, over the greedy completion of the \d+-token probe prompt on "
+                       r"http://\S+; likely cause: ", str(err.value))
+    assert figure, str(err.value)
+    cause = "other weights than the export" if float(figure.group(1)) > 1.0 else "lower precision"
+    assert cause in str(err.value)
+    report, _ = _sync(server, learner, str(tmp_path / "unchecked"), 8, probe=False)
+    assert report.probe_max_abs_diff is None and report.version == 8
 
 
 def test_a_one_step_update_is_seen_against_the_exported_weights(start_ckpt, tmp_path):
@@ -91,7 +102,7 @@ def test_a_one_step_update_is_seen_against_the_exported_weights(start_ckpt, tmp_
     report, _ = _sync(server, learner, str(tmp_path / "fresh"), 1, tolerance=1e-3)
     assert report.probe_max_abs_diff < 1e-4
   with StaleServer(start_ckpt) as server:
-    with pytest.raises(WeightSyncError, match=r"probe log-probs differ .* > tolerance 0.001"):
+    with pytest.raises(WeightSyncError, match=r"post-sync probe failed: .* > tolerance 0.001"):
       _sync(server, learner, str(tmp_path / "stale"), 1, tolerance=1e-3)
 
 

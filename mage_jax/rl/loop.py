@@ -76,6 +76,11 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if rl.get("group_redundancy", 0) and rl.group_queue != "shared":
     raise ConfigError(f"config.rl.group_redundancy={rl.group_redundancy} needs "
                       "config.rl.group_queue='shared' (extras are kept or dropped fleet-wide)")
+  if rl.get("sync_probe", True) and rl.sync_tolerance > MAX_SYNC_TOLERANCE:
+    raise ConfigError(
+        f"config.rl.sync_tolerance={rl.sync_tolerance}: above {MAX_SYNC_TOLERANCE} nats the post-sync "
+        "probe passes an engine serving the wrong weights; to run without the probe, say so with "
+        "config.rl.sync_probe=False (recorded in the run's manifest.json)")
   if rl.task_sampling != "frontier":
     raise ConfigError(f"config.rl.task_sampling={rl.task_sampling!r}: only 'frontier' is implemented")
   if config.episode.context_len + rl.max_tokens > config.data.seq_len:
@@ -100,6 +105,17 @@ def validate(config: ml_collections.ConfigDict) -> None:
 
 
 TASK_KINDS = {"terminal", "gui", "hybrid"}
+# The widest post-sync probe tolerance (max abs log-prob, nats) a config may set: a bf16 engine
+# needs ~0.05, while wrong weights (a stale or half-reloaded checkpoint) are off by whole nats.
+MAX_SYNC_TOLERANCE = 1.0
+
+
+def sync_probe_record(rl: ml_collections.ConfigDict) -> dict[str, Any]:
+  """The manifest's account of the post-sync check: on with its tolerance, or off by choice."""
+  if rl.get("sync_probe", True):
+    return {"enabled": True, "tolerance": float(rl.sync_tolerance)}
+  return {"enabled": False, "reason": "config.rl.sync_probe=False: the engine's weights are not "
+                                      "checked against the learner's after a sync"}
 
 
 def screenshot_kinds(kinds: str) -> bool:
@@ -184,7 +200,11 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
   if done is not None and done.get("updates", 0) >= t.total_steps:
     print(f"{workdir}: already complete ({done['updates']} updates); nothing to do", flush=True)
     return done
-  metrics_lib.write_manifest(workdir, config, t.mesh, {"total_updates": t.total_steps})
+  metrics_lib.write_manifest(workdir, config, t.mesh, {"total_updates": t.total_steps,
+                                                       "sync_probe": sync_probe_record(rl)})
+  if not rl.get("sync_probe", True):
+    print("WARNING: config.rl.sync_probe=False: weight syncs are not verified by the log-prob probe "
+          "(recorded in manifest.json)", flush=True)
 
   # init: resume or fresh
   ckpt = ckpt_lib.Checkpointer(workdir, keep=config.checkpoint.keep,
@@ -223,7 +243,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
                            port=rl.get("engine_port", 0)).start()
     client = RolloutClient(server.url, rl.model_name, timeout=rl.request_timeout_s)
     client.wait_ready(rl.server_ready_timeout_s)
-    served = {"version": version, "path": path, "seconds": 0.0, "probe_max_abs_diff": 0.0}
+    served = {"version": version, "path": path, "seconds": 0.0, "probe_max_abs_diff": None}
     print(f"embedded rollout server at {server.url} serving {path}", flush=True)
   served_version = [version]
   episode_url = engine_address.advertised_url(rl, client.base_url)
@@ -317,7 +337,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
                     dropped_extra_episodes=int(stats["dropped_extra_episodes"]),
                     left_out_samples=report["left_out"], skipped_samples=sum(report["skipped"].values()))
       host.update(stats, version=float(version), served_version=float(served["version"]),
-                  sync_seconds=served["seconds"], probe_max_abs_diff=served["probe_max_abs_diff"],
+                  sync_seconds=served["seconds"],
                   dropped_stale_groups=float(dropped), dropped_stale_groups_total=float(totals["dropped_stale_groups"]),
                   failed_groups_total=float(totals["failed_groups"]),
                   empty_groups=float(empty), zero_advantage_groups=float(flat),
@@ -331,6 +351,8 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
                   # waiting for groups / the update's wall time (wait, pack, step, sync)
                   learner_idle_fraction=wait_s / max(time.perf_counter() - t0, 1e-9),
                   policy_tokens_per_s=host.get("policy_tokens", 0.0) / max(update_s, 1e-9))
+      if served["probe_max_abs_diff"] is not None:   # None: config.rl.sync_probe=False
+        host["probe_max_abs_diff"] = served["probe_max_abs_diff"]
       if int(host.get("nonfinite", 0)) and scfg.nonfinite == "stop":
         raise FloatingPointError(f"update {version}: non-finite loss or gradient")
       last = logger.step(version, host, flops_lib.batch_flops(t.model_cfg, batch,
@@ -386,12 +408,14 @@ def _finished_summary(workdir: str) -> dict | None:
 def _sync(client: RolloutClient, t: Trainer, params: Any, out_root: str, version: int,
           probe: list[int], rl: ml_collections.ConfigDict) -> dict[str, Any]:
   """Export + reload + verify (weight_sync.sync_weights: the engine must serve the new path
-  and its greedy probe log-probs must match the learner's)."""
+  and its greedy probe log-probs must match the learner's, unless config.rl.sync_probe=False)."""
   from mage_jax.rl.weight_sync import model_logprobs_fn, sync_weights
-  learner = model_logprobs_fn(state_lib.merge_model(t.graphdef, params, t.rest), t.model_cfg)
+  check = bool(rl.get("sync_probe", True))
+  learner = (model_logprobs_fn(state_lib.merge_model(t.graphdef, params, t.rest), t.model_cfg)
+             if check else None)
   rep = sync_weights(client, params, t.model_cfg, out_root=out_root, version=version,
                      probe_tokens=probe, learner_logprobs_fn=learner,
-                     tolerance=rl.sync_tolerance, keep=rl.keep_exports)
+                     tolerance=rl.sync_tolerance, keep=rl.keep_exports, probe=check)
   return {"version": rep.version, "path": rep.path, "seconds": rep.seconds,
           "probe_max_abs_diff": rep.probe_max_abs_diff}
 

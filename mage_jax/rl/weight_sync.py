@@ -42,7 +42,7 @@ class SyncReport:
   version: int
   path: str
   seconds: float
-  probe_max_abs_diff: float
+  probe_max_abs_diff: float | None  # None: the probe was skipped (sync_weights(probe=False))
   served_label: str | None = None   # GET /weight_info after the sync; None: no such route
 
 
@@ -122,9 +122,22 @@ def probe_diff(client: RolloutClient, probe_tokens: Sequence[int], learner_logpr
   return float(np.max(np.abs(learner[-n:] - np.asarray(c.logprobs, np.float64))))
 
 
+def _probe_failure_cause(diff: float, tolerance: float) -> str:
+  if not diff == diff:
+    return "non-finite log-probs (engine or learner)"
+  if diff > 1.0:
+    return ("the engine serves other weights than the export: a failed, ignored or partial reload "
+            "(for example vLLM's in-place reload of a tied-embedding model from a directory without "
+            "lm_head.weight keeps the old head: docs/rl.md \"Tied embeddings\")")
+  return ("the engine computes in lower precision than the tolerance allows (a bf16 engine needs ~0.05: "
+          "widen config.rl.sync_tolerance), or it still serves the previous, nearby weights")
+
+
 def sync_weights(client: RolloutClient, model_or_state, model_cfg, *, out_root: str, version: int,
                  probe_tokens: list[int], learner_logprobs_fn, tolerance: float = 0.05,
-                 keep: int = 2, probe_max_tokens: int = 8) -> SyncReport:
+                 keep: int = 2, probe_max_tokens: int = 8, probe: bool = True) -> SyncReport:
+  """Export, reload, verify (module docstring). `probe=False` skips step 3's log-prob probe:
+  only for a run that chose so explicitly (config.rl.sync_probe, recorded in its manifest)."""
   start = time.perf_counter()
   os.makedirs(out_root, exist_ok=True)
   path = export(model_or_state, model_cfg, out_root, version)
@@ -145,10 +158,14 @@ def sync_weights(client: RolloutClient, model_or_state, model_cfg, *, out_root: 
   served = client.served_weights()
   if served is not None and os.path.abspath(served) != path:
     raise WeightSyncError(f"sync v{version}: the engine serves {served}, not {path}")
-  diff = probe_diff(client, probe_tokens, learner_logprobs_fn, probe_max_tokens)
-  if not diff <= tolerance:  # NaN fails too
-    raise WeightSyncError(f"sync v{version}: probe log-probs differ from the learner's by {diff:.4f} "
-                          f"> tolerance {tolerance} (stale weights on {client.base_url}?)")
+  diff = None
+  if probe:
+    diff = probe_diff(client, probe_tokens, learner_logprobs_fn, probe_max_tokens)
+    if not diff <= tolerance:  # NaN fails too
+      raise WeightSyncError(
+          f"sync v{version}: post-sync probe failed: max |engine - learner| log-prob {diff:.4g} > "
+          f"tolerance {tolerance:g}, over the greedy completion of the {len(probe_tokens)}-token probe "
+          f"prompt on {client.base_url}; likely cause: {_probe_failure_cause(diff, tolerance)}")
   prune(out_root, keep)
   return SyncReport(version=version, path=path, seconds=time.perf_counter() - start,
                     probe_max_abs_diff=diff, served_label=label)

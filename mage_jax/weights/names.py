@@ -157,14 +157,25 @@ def tensor_specs(cfg: ModelConfig) -> list[TensorSpec]:
   raise TypeError(f"no weight table for config type {type(cfg).__name__}")
 
 
+def tied_head_copy(cfg: ModelConfig) -> TensorSpec | None:
+  """For a tied model: `lm_head.weight` written from the embedding (what `hf.save_hf` adds so
+  that vLLM's in-place reload refreshes the head); None for an untied one."""
+  text = cfg if isinstance(cfg, Qwen3Config) else cfg.text
+  if not text.tie_word_embeddings:
+    return None
+  embed = next(s for s in tensor_specs(cfg) if s.hf_name.endswith("embed_tokens.weight"))
+  return TensorSpec(embed.path, "lm_head.weight", "none", embed.shape)
+
+
 def tolerated_extra_names(cfg: ModelConfig) -> set[str]:
   """HF names a checkpoint may carry that we do not load.
 
   A tied model's checkpoint sometimes still stores `lm_head.weight` (a copy of
-  the embedding); transformers ignores it when tying, and so do we.
+  the embedding; our own exports do, see `tied_head_copy`); transformers ignores
+  it when tying, and so do we.
   """
-  text = cfg if isinstance(cfg, Qwen3Config) else cfg.text
-  return {"lm_head.weight"} if text.tie_word_embeddings else set()
+  copy = tied_head_copy(cfg)
+  return {copy.hf_name} if copy is not None else set()
 
 
 def path_str(path: tuple) -> str:
