@@ -243,7 +243,7 @@ def test_chat_logprobs_equal_learner(engine, vl_export, n_images):
   print(f"[vllm mage-vl] {n_images} screenshot(s): max |engine - learner| log-prob "
         f"{np.abs(np.asarray(comp.logprobs) - ours).max():.2e}")
   np.testing.assert_allclose(comp.logprobs, ours, atol=TOL, rtol=0)
-  assert np.ptp(comp.logprobs) > 1.0  # peaked: a near-uniform model gives about -11.9 everywhere
+  assert max(comp.logprobs) > -9.0   # peaked: a near-uniform model gives about -11.9 everywhere
 
 
 def _gui_episode(root: str):
