@@ -7,7 +7,8 @@
    see the same machine load;
 3. data path (read, render+pack, fill) from the data modules;
 4. compile time of the train step for the tiny and small configs;
-5. one RL (GRPO) update vs one SFT step on the same model and batch.
+5. one RL (GRPO) update vs one SFT step on the same model and batch;
+6. the learning proof's student update throughput, full vs compact vocabulary (student_bench).
 """
 from __future__ import annotations
 
@@ -147,6 +148,12 @@ def run(*, reps: int = 5, torch_compile: bool = True, with_data: bool = True,
   print("[RL update vs SFT step] ...", flush=True)
   from mage_jax.bench import rl_bench
   r, details["rl"] = rl_bench.rl_update_vs_sft(cfg, batch_size=b, seq_len=t, reps=reps)
+  rows += r
+  print("[student update throughput: full vs compact vocabulary] ...", flush=True)
+  from mage_jax.bench import student_bench
+  vocab_ids = student_bench.proof_vocabulary(200 if quick else 1_000)
+  r, details["student"] = (student_bench.student_throughput(vocab_ids, batch_size=2, seq_len=128, reps=2)
+                           if quick else student_bench.student_throughput(vocab_ids, reps=reps))
   rows += r
   if with_data:
     kw = (dict(read_bins=4, read_batches=2, episodes=4, fill_samples=500) if quick else

@@ -98,7 +98,7 @@ def heldout_loss(t: Any, params: Any, config: ml_collections.ConfigDict) -> dict
       bins += int(np.count_nonzero(batch["segment_ids"].max(axis=1)))
       batch["source_ids"] = np.where(batch["segment_ids"] > 0, 0, -1).astype(np.int32)
       with jax.set_mesh(t.mesh):
-        out = jax.device_get(fn(params, pipeline.to_global(batch, t.mesh, tuple(t.data.data_axes))))
+        out = jax.device_get(fn(params, t.device_batch(batch)))
       nll += float(out["nll_sum"][0])
       correct += float(out["correct_sum"][0])
       tokens += float(out["tokens"][0])

@@ -233,7 +233,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
       if config.log.batch_fingerprints:
         extra["bins"] = fingerprints(batch)
       with jax.set_mesh(t.mesh):
-        state, metrics = train_step(state, to_device(batch, t.mesh, t.data))
+        state, metrics = train_step(state, t.device_batch(batch))
       step += 1
       if pending is not None:
         last = _record(logger, pending, scfg, diverged) or last
@@ -267,7 +267,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   # checkpoint: final state + params for the next stage
   ckpt.save(step, state, iterator.get_state(), t.meta, force=True)
   ckpt.close()
-  ckpt_lib.save_final_params(workdir, state.params, t.meta)
+  ckpt_lib.save_final_params(workdir, *setup.final_params(t, state.params))
 
   eval_results = {}
   if config.get("eval") is not None:

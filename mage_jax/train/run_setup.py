@@ -183,6 +183,25 @@ def check_init(config: ml_collections.ConfigDict) -> None:
         "nor an HF directory (config.json + *.safetensors)")
   if config.init.get("vision_dir") and init_kind(config.init.vision_dir) != "hf":
     raise ConfigError(f"config.init.vision_dir={config.init.vision_dir!r} is not an HF directory")
+  path = config.model.get("compact_vocab", "")
+  if path:
+    if not os.path.isfile(path):
+      raise ConfigError(f"config.model.compact_vocab={path!r}: no such file (a vocab.json of launch.pretrain)")
+    if config.get("eval") is not None and config.eval.get("click_jsonl"):
+      raise ConfigError("config.eval.click_jsonl decodes with the model: not with config.model.compact_vocab "
+                        "(evaluate the stage's final params, which are expanded to the full vocabulary)")
+
+
+def compact_vocab(config: ml_collections.ConfigDict):
+  """The CompactVocab of config.model.compact_vocab, or None (a plain vocabulary)."""
+  path = config.model.get("compact_vocab", "")
+  if not path:
+    return None
+  from mage_jax.models.compact_vocab import CompactVocab
+  try:
+    return CompactVocab.load(path)
+  except (ValueError, KeyError, OSError) as e:
+    raise ConfigError(f"config.model.compact_vocab={path!r}: {e}") from None
 
 
 # --- mesh ----------------------------------------------------------------------------------------
@@ -236,12 +255,26 @@ class Trainer:
   data: ml_collections.ConfigDict
   meta: dict
   jitted: dict = dataclasses.field(default_factory=dict)  # compiled helpers reused across calls (eval)
+  # A compact vocabulary (config.model.compact_vocab): the model trains on its rows, batches are
+  # mapped to them (`device_batch`) and the final params are expanded to `full_cfg`.
+  vocab: Any = None
+  full_cfg: Any = None
+
+  def device_batch(self, batch: dict[str, np.ndarray]) -> Any:
+    if self.vocab is not None:
+      batch = self.vocab.compact_batch(batch)
+    return to_device(batch, self.mesh, self.data)
 
 
 def build_trainer(config: ml_collections.ConfigDict, workdir: str, mesh: Any, total_steps: int,
                   data: ml_collections.ConfigDict) -> Trainer:
   """Model, optimizer over `total_steps`, abstract state with its shardings, checkpoint meta."""
-  model_cfg = model_presets.build_model_config(config.model)
+  full_cfg = model_presets.build_model_config(config.model)
+  vocab = compact_vocab(config)
+  try:
+    model_cfg = vocab.compact_model_config(full_cfg) if vocab is not None else full_cfg
+  except ValueError as e:
+    raise ConfigError(f"config.model.compact_vocab: {e}") from None
   factory = model_factory(model_cfg)
   ocfg = opt_lib.OptimizerConfig.from_config(config.optimizer, total_steps=total_steps)
   import flax.nnx as nnx
@@ -254,16 +287,18 @@ def build_trainer(config: ml_collections.ConfigDict, workdir: str, mesh: Any, to
       lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, shardings)
   meta = ckpt_lib.make_meta(model_cfg, abstract.params, {"config_name": config.get("name", "")})
   return Trainer(config, workdir, mesh, model_cfg, graphdef, rest, tx, shardings, abstract,
-                 total_steps, data, meta)
+                 total_steps, data, meta, vocab=vocab, full_cfg=full_cfg)
 
 
 # --- init ----------------------------------------------------------------------------------------
 
 
-def params_from_hf(path: str, vision_dir: str, fresh_params: Any, model_cfg: Any, mesh: Any) -> Any:
+def params_from_hf(path: str, vision_dir: str, fresh_params: Any, model_cfg: Any, mesh: Any,
+                   vocab: Any = None) -> Any:
   """Params of `model_cfg` with the LM (and head) from an HF dir; the ViT from
   `vision_dir` when given, else kept fresh. A Qwen3 LM with a tied head gives
-  Mage-VL's untied head its embedding transposed."""
+  Mage-VL's untied head its embedding transposed. With a compact `vocab` the HF
+  (full-vocabulary) rows are compacted (exact for a checkpoint it expanded)."""
   from mage_jax.models.config import MageVLConfig
   from mage_jax.weights import hf
   src_cfg, (_, src_state) = hf.load_hf(path, mesh=mesh, return_state=True)
@@ -281,6 +316,8 @@ def params_from_hf(path: str, vision_dir: str, fresh_params: Any, model_cfg: Any
   if vision_dir:
     _, (_, vstate) = hf.load_hf(vision_dir, mesh=mesh, return_state=True)
     ours["visual"] = nnx.to_pure_dict(vstate)["visual"]
+  if vocab is not None:
+    ours = vocab.compact_params(jax.tree_util.tree_map(np.asarray, ours))
   params = jax.tree_util.tree_map(lambda x: x, fresh_params)
   try:
     nnx.replace_by_pure_dict(params, ours)
@@ -303,13 +340,27 @@ def initial_state(t: Trainer) -> state_lib.TrainState:
     if not src:
       return state
     if init_kind(src) == "stage":
+      if t.vocab is not None:   # a stage's final params are always full-vocabulary
+        raise ConfigError(f"config.init.from_dir={src!r}: with config.model.compact_vocab, start from "
+                          "an HF directory (e.g. the stage's export or launch.pretrain's hf/)")
       params = ckpt_lib.load_final_params(src, t.abstract.params, t.meta)
     else:
       params = params_from_hf(src, t.config.init.get("vision_dir", ""), state.params,
-                              t.model_cfg, t.mesh)
+                              t.model_cfg, t.mesh, t.vocab)
     params = jax.device_put(params, t.shardings.params)
     return jax.jit(lambda p, s: state_lib._fresh(p, t.tx, s.rng),
                    out_shardings=t.shardings)(params, state)
+
+
+def final_params(t: Trainer, params: Any) -> tuple[Any, dict]:
+  """(params, meta) a stage hands on: expanded to the full vocabulary when it trained a compact one."""
+  if t.vocab is None:
+    return params, t.meta
+  import flax.nnx as nnx
+  pure = t.vocab.expand_params(jax.tree_util.tree_map(np.asarray, nnx.to_pure_dict(jax.device_get(params))))
+  full = state_lib.split_model(nnx.eval_shape(lambda: model_factory(t.full_cfg)(nnx.Rngs(0))))[1]
+  nnx.replace_by_pure_dict(full, pure)
+  return full, ckpt_lib.make_meta(t.full_cfg, full, {"config_name": t.config.get("name", "")})
 
 
 # --- compile -------------------------------------------------------------------------------------
