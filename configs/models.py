@@ -53,6 +53,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   tiny = name.endswith("_tiny")
   cd = ml_collections.ConfigDict()
   cd.name = name
+  # A vocab.json of launch.pretrain: train on that compact vocabulary (models/compact_vocab.py);
+  # the stage's final params are expanded to the full one. "": the full vocabulary.
+  cd.compact_vocab = ""
   if name.startswith("qwen3"):
     cd.arch = "qwen3"
     # Standalone Qwen3-4B-Instruct-2507 ties its head; the tiny keeps the untied path tested.

@@ -20,15 +20,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   if arg not in (None, "", "tiny"):
     raise ValueError(f"configs/pretrain.py arg {arg!r}: expected nothing or 'tiny'")
   c = ml_collections.ConfigDict()
-  c.seed = 0
+  c.base_seed = 0                   # the base's own seed: every proof seed reuses one base
   c.tokenizer = ""                  # "": the packaged Qwen3 tokenizer
   c.cache_dir = "workdirs/cache/proof_base"
   c.accept_failed = False           # reuse a cached build whose probe never passed
-  text = models.get_config("mage_vl_proof").text
-  if tiny:
-    text.update(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                head_dim=16, intermediate_size=64)
-  c.model = text
+  # the text tower of the SFT student the base initialises (configs/proof.py: mage_vl_proof; the
+  # smoke's mage_vl_tiny)
+  c.model = models.get_config("mage_vl_tiny" if tiny else "mage_vl_proof").text
+  from configs import proof         # (configs/proof.py builds its base stage from this file)
+  c.family = proof.pool_fields()   # the proof family's value pools and split
   c.corpus = ml_collections.ConfigDict(dict(
       kinds=["repeat", "recall", "instruct"],
       preamble_share=0.25,          # filler documents that are an agent system turn

@@ -1,4 +1,4 @@
-"""The learning proof (issue 12): teacher data -> SFT from random init -> RL, evaluated on a fixed
+"""The learning proof (issues 12, 36): teacher data -> pretrained base -> SFT -> RL, evaluated on a fixed
 held-out split of the procedural task family (mage_jax/agent/tasks/proof_family.py), in one command.
 
   python -m launch.curriculum --config=configs/proof.py --workdir=workdirs/proof_s0 --config.seed=0
@@ -9,8 +9,10 @@ Stages (mage_jax/train/curriculum.py; each in <workdir>/<stage>, a rerun resumes
               (episodes.jsonl with templated <think> / Action: lines); the train and held-out
               suites are written as task packages (the split is fixed: `split_seed`, never
               --config.seed)
-  sft         launch.train's loop: pack the teacher episodes (render, pack, loss mask), train
-              from random init
+  base        the pretrained base (launch.pretrain, configs/pretrain.py; mage_jax/train/pretrain.py):
+              cached by config + code across seeds, linked into <workdir>/base
+  sft         launch.train's loop: pack the teacher episodes (render, pack, loss mask), train from
+              the base on its compact vocabulary (the stage's final params are full-vocabulary)
   eval_sft    held-out evaluation (mage_jax/agent/proof_eval.py: T=1, greedy, screenshot-blind
               on GUI/hybrid) through RL's episode runner + embedded engine
   rl          async GRPO + TIS, frontier sampling, embedded rollout server, train split only
@@ -36,16 +38,18 @@ from mage_jax.agent.tasks import proof_pools
 from mage_jax.agent.tasks.proof_family import SCREEN
 from mage_jax.data.images import MAX_PIXELS as RUNNER_MAX_PIXELS
 
-STAGE_KINDS = ("data", "eval", "sft", "rl", "results")
+STAGE_KINDS = ("data", "base", "eval", "sft", "rl", "results")
 JOBS = {"data": "mage_jax.train.proof_steps:teacher_data",
+        "base": "mage_jax.train.proof_base:stage",
         "eval": "mage_jax.train.proof_steps:evaluate",
         "results": "mage_jax.train.proof_steps:results"}
 # (stage name, kind) in order; eval stages evaluate the params of the last training stage, except
 # eval_init (always the random init at the seed).
 # The init evaluation runs last: its params are fixed by the seed, and the SFT and RL figures come first.
-STAGES = (("data", "data"), ("sft", "sft"), ("eval_sft", "eval"), ("rl", "rl"), ("eval_rl", "eval"),
+STAGES = (("data", "data"), ("base", "base"), ("sft", "sft"), ("eval_sft", "eval"), ("rl", "rl"), ("eval_rl", "eval"),
           ("eval_init", "eval"), ("results", "results"))
 SUITES = "{workdir}/data"   # <data stage>/train_suite, heldout_suite, teacher/episodes.jsonl
+BASE = "{workdir}/base"     # the base stage: hf/ (full-vocabulary Qwen3) and vocab.json (compact rows)
 # Screens are small to keep the image-token count down (the family's 640x400 -> 240 merged
 # tokens, proof_family.SCREEN); render.max_pixels is set back to the episode runner's default
 # (base_config's tiny cap would shrink them), so no path resizes differently.
@@ -65,7 +69,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   kind, scale = _parse(arg)
   if not kind:
     return curriculum(scale)
-  return {"data": data, "eval": evaluation, "sft": sft, "rl": rl, "results": results}[kind](scale == "smoke")
+  return {"data": data, "base": base, "eval": evaluation, "sft": sft, "rl": rl,
+          "results": results}[kind](scale == "smoke")
 
 
 def curriculum(scale: str) -> ml_collections.ConfigDict:
@@ -78,7 +83,8 @@ def curriculum(scale: str) -> ml_collections.ConfigDict:
   c.family = pool_fields()   # copied into every stage that has a `family` section (data, eval)
   c.stages = ml_collections.ConfigDict()
   for i, (name, kind) in enumerate(STAGES):
-    overrides = {"sft": f"data.sources.teacher.paths={SUITES}/teacher/episodes.jsonl",
+    overrides = {"sft": f"data.sources.teacher.paths={SUITES}/teacher/episodes.jsonl;"
+                        f"init.from_dir={BASE}/hf;model.compact_vocab={BASE}/vocab.json",
                  "rl": f"rl.suite={SUITES}/train_suite",
                  "eval": f"proof.heldout_suite={SUITES}/heldout_suite"}.get(kind, "")
     if name == "eval_init":   # the random init never sees a button: no blind baseline needed
@@ -144,6 +150,19 @@ def _model_and_data(smoke: bool, name: str) -> ml_collections.ConfigDict:
   c.data.pack_workers = 1
   c.log.peak_tflops_per_device = 1.0   # no matmul probe: MFU is not the point here
   c.log.tensorboard = False
+  return c
+
+
+def base(smoke: bool) -> ml_collections.ConfigDict:
+  """Stage 0: the pretrained base (configs/pretrain.py), cached across seeds; the SFT stage starts
+  from its hf/ and trains on its compact vocabulary. The smoke's tiny base goes on even when its
+  probe has not passed (6 steps cannot copy)."""
+  from configs import pretrain
+  c = pretrain.get_config("tiny" if smoke else None)
+  c.job = JOBS["base"]
+  c.accept_failed = smoke
+  if smoke:
+    c.cache_dir = ""   # the smoke builds its own in <workdir>/base
   return c
 
 

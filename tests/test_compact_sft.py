@@ -33,7 +33,7 @@ def _config(tmp_path, packed: str, **extra):
   c.model.text.vocab_size = FULL
   c.model.text.tie_word_embeddings = True
   c.train.total_steps = 2
-  c.checkpoint.every_steps = 100
+  c.checkpoint.update(every_steps=100, async_save=False)
   c.log.every_steps = 1
   c.log.tensorboard = False
   c.log.peak_tflops_per_device = 1.0

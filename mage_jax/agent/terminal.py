@@ -37,6 +37,7 @@ import os
 import secrets
 import select
 import subprocess
+import threading
 import time
 
 from mage_jax.agent.sandbox import Sandbox, descendants, kill_tree, sandbox_env
@@ -127,6 +128,7 @@ class PersistentShell:
     self.sandbox, self.timeout, self.max_output, self.display = sandbox, timeout, max_output, display
     self.flood_bytes = flood_bytes  # past this much output the command is killed (an output flood)
     self._proc: subprocess.Popen | None = None
+    self._stop_lock = threading.Lock()
     self._start()
 
   def _start(self) -> bool:
@@ -144,12 +146,15 @@ class PersistentShell:
     return True
 
   def _stop(self) -> None:
-    if self._proc is not None:
-      kill_tree(self._proc.pid)
-      self._proc.wait()
-      for s in (self._proc.stdin, self._proc.stdout):
+    # Idempotent and safe from two threads at once (a pool closing the env while its episode's
+    # thread restarts the shell): whoever takes the process stops it.
+    with self._stop_lock:
+      proc, self._proc = self._proc, None
+    if proc is not None:
+      kill_tree(proc.pid)
+      proc.wait()
+      for s in (proc.stdin, proc.stdout):
         s.close()
-      self._proc = None
 
   def _restart(self) -> bool:
     self._stop()

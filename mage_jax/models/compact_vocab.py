@@ -96,9 +96,11 @@ class CompactVocab:
 
   def compact_batch(self, batch: dict[str, np.ndarray], *, strict: bool = True) -> dict[str, np.ndarray]:
     """A packed batch with `tokens` and `targets` mapped to compact rows (other keys as they are).
-    Padding/prompt targets outside the vocabulary are fine where the loss mask is 0."""
+    An input id outside the vocabulary (e.g. in a tool's output) reads the rest row, exactly as the
+    expanded model reads it; a *trained* target outside it is an error under `strict` (the model
+    could never predict it), an untrained one maps to the rest row."""
     out = dict(batch)
-    out["tokens"] = self.to_compact(batch["tokens"], strict=strict, where="batch tokens")
+    out["tokens"] = self.to_compact(batch["tokens"], strict=False)
     targets = np.asarray(batch["targets"])
     if strict and "loss_mask" in batch:   # only trained targets must be in the vocabulary
       trained = np.asarray(batch["loss_mask"]) > 0

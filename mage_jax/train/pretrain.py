@@ -53,12 +53,15 @@ class Build:
   corpus: copy_corpus.CopyCorpus
 
 
+KEY_FIELDS = ("base_seed", "tokenizer", "model", "family", "corpus", "curriculum", "optimizer",
+              "loss_chunk_size")
+
+
 def cache_key(config: ml_collections.ConfigDict) -> str:
-  """A hash of everything that decides the base: the config (less where it is written) and the
-  source of the modules it runs."""
-  cfg = config.to_dict()
-  for k in ("cache_dir", "workdir_note"):
-    cfg.pop(k, None)
+  """A hash of everything that decides the base (KEY_FIELDS of the config, not where it is written
+  or which proof seed asks) and of the source of the modules it runs."""
+  cfg = {k: (config[k].to_dict() if hasattr(config[k], "to_dict") else config[k])
+         for k in KEY_FIELDS if k in config}
   h = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode())
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   for rel in CODE_FILES:
@@ -162,7 +165,7 @@ class _Trainer:
     self.graphdef, self.rest, abstract = state_lib.abstract_state(factory, self.tx)
     self.shardings = state_lib.state_shardings(self.tx, abstract, sharding.param_shardings(abstract.params, self.mesh), self.mesh)
     with jax.set_mesh(self.mesh):
-      self.state, _ = state_lib.init_state(factory, self.tx, config.seed, self.shardings)
+      self.state, _ = state_lib.init_state(factory, self.tx, config.base_seed, self.shardings)
     self.scfg = step_lib.StepConfig(loss_chunk_size=config.get("loss_chunk_size", 4096))
     self._steps: dict[tuple, Any] = {}
     self.steps = 0
@@ -208,8 +211,8 @@ class _Trainer:
 
 def _curriculum(config, b: Build, trainer: _Trainer, workdir: str, log) -> tuple[list[dict], str]:
   c = config.curriculum
-  rng = random.Random(config.seed)
-  probe_rng_seed = config.seed + 10_000
+  rng = random.Random(config.base_seed)
+  probe_rng_seed = config.base_seed + 10_000
   curve: list[dict] = []
   t0 = time.time()
   lengths = list(c.lengths)

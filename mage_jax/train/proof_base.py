@@ -6,6 +6,7 @@ train/pretrain.py builds (or reuses from its cache) the base.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Callable
 
 import ml_collections
@@ -16,9 +17,10 @@ from mage_jax.data import copy_corpus, prompts
 from mage_jax.train import pretrain
 
 
-def proof_pools() -> copy_corpus.Pools:
-  return copy_corpus.Pools(words={s: pf.words(s) for s in copy_corpus.SPLITS},
-                           file_names={s: pf.file_names(s) for s in copy_corpus.SPLITS})
+def proof_pools(family: Any = None) -> copy_corpus.Pools:
+  """The family's word and file-name pools, both splits (config.family; None: the defaults)."""
+  pools = pf.value_pools(family)
+  return copy_corpus.Pools(words=pools["words"], file_names=pools["file_names"])
 
 
 def system_turns() -> list[str]:
@@ -27,19 +29,33 @@ def system_turns() -> list[str]:
           for t in sorted(schema.TOOLSETS)]
 
 
-def family_texts() -> list[str]:
-  """Every instruction and reference think / Action / command text of both splits."""
-  out = []
-  for split in pf.SPLITS:
-    for task in pf.instances(split):
-      out.append(task.instruction)
-      for call in task.reference:
-        out += [call.get("think", ""), call.get("action", ""), schema.tool_call_json(
-            call["name"], {k: v for k, v in call["arguments"].items() if not str(v).startswith("@")})]
-  return out
+def family_texts(family: Any = None) -> list[str]:
+  """Every text an instance of either split can hold (proof_family.all_texts)."""
+  return list(pf.all_texts(family))
 
 
 def run(config: ml_collections.ConfigDict, workdir: str, log: Callable[[str], None] = print) -> dict[str, Any]:
-  preambles = system_turns()
-  return pretrain.run(config, workdir, proof_pools(), extra_texts=family_texts(), preambles=preambles,
-                      log=log)
+  family = config.get("family")
+  return pretrain.run(config, workdir, proof_pools(family), extra_texts=family_texts(family),
+                      preambles=system_turns(), log=log)
+
+
+def stage(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, workdir: str) -> dict[str, Any]:
+  """The proof curriculum's `base` step (configs/proof.py): build or reuse the base, and link its
+  hf/ and vocab.json into the stage dir, where the SFT stage reads them."""
+  del previous, workdir
+  info = run(cfg, stage_dir)
+  if info["dir"] != stage_dir:      # a cached build: link its outputs here
+    for name in ("hf", "vocab.json", "base.json"):
+      link = os.path.join(stage_dir, name)
+      if os.path.lexists(link):
+        os.remove(link)
+      os.symlink(os.path.abspath(os.path.join(info["dir"], name)), link)
+  if info["status"] != "passed" and not cfg.get("accept_failed", False):
+    raise RuntimeError(f"the base's copy probe is {info['final_probe_nll']:.3f} nats at "
+                       f"{info['final_length']} tokens after {info['steps']} steps (pass <= "
+                       f"{cfg.curriculum.pass_nll}); see {info['dir']}/base.json. Raise "
+                       "curriculum.max_steps, or set accept_failed=True to go on with it")
+  return {"row": {"base": info["status"], "probe_nll": info["final_probe_nll"], "steps": info["steps"],
+                  "cached": info["cached"]},
+          "base": {k: v for k, v in info.items() if k != "curve"}, "wall_s": info["build_seconds"]}

@@ -1,0 +1,107 @@
+"""The pretraining corpus (data/copy_corpus.py) and the base build (train/pretrain.py): held-out
+values are targets but never inside an instruction document, the probe marks exactly the copied
+held-out value tokens, the vocabulary covers every row, bad pools are refused, and a tiny build
+writes its outputs and is reused from the cache."""
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+
+from mage_jax.data import copy_corpus as cc
+from mage_jax.data.tokenizer import Tokenizer
+
+TRAIN_W = [f"{a}{b}" for a in ("sun", "moon", "star", "rain") for b in ("bird", "fish", "leaf")]
+HELD_W = [f"{a}{b}" for a in ("gold", "iron") for b in ("wolf", "fox")]
+TRAIN_F = [f"notes{d}.txt" for d in range(1, 8)]
+HELD_F = [f"memo{d}.txt" for d in range(1, 4)]
+
+
+@pytest.fixture(scope="module")
+def corpus():
+  pools = cc.Pools(words={"train": TRAIN_W, "heldout": HELD_W},
+                   file_names={"train": TRAIN_F, "heldout": HELD_F})
+  return cc.CopyCorpus(Tokenizer(), pools, preambles=["<|im_start|>system\nYou are an agent.<|im_end|>\n"],
+                       preamble_share=0.3)
+
+
+def test_heldout_values_are_targets_but_never_in_instructions(corpus):
+  rng = random.Random(0)
+  held = set(HELD_W + HELD_F)
+  seen_held_as_target = 0
+  for _ in range(400):
+    doc = corpus.document(rng)
+    values = {t.strip() for t, kind in doc if kind == cc.VALUE}
+    if doc[0][0].startswith("<|im_start|>user"):
+      assert not values & held, doc
+    ids, marks = corpus.encode(doc)
+    assert ids == corpus.tok.encode("".join(t for t, _ in doc))   # piece-wise == whole-text tokens
+    if values & held and 2 in marks:
+      seen_held_as_target += 1
+  assert seen_held_as_target > 50
+
+
+def test_probe_marks_the_copied_heldout_value_tokens(corpus):
+  b = corpus.probe_rows(random.Random(1), batch=4, length=192)
+  assert b["tokens"].shape == (4, 192) and b["value_mask"].shape == (4, 192)
+  for r in range(4):
+    text = corpus.tok.decode(b["targets"][r][b["value_mask"][r] > 0])
+    words = set(text.split())
+    assert words and words <= set(HELD_W + HELD_F), text
+    # the instruction that names them is in the row, before the first marked target
+    first = int(np.argmax(b["value_mask"][r]))
+    assert "<|im_start|>user" in corpus.tok.decode(b["tokens"][r][:first + 1])
+  np.testing.assert_array_equal(b["tokens"][:, 1:], b["targets"][:, :-1])
+
+
+def test_vocabulary_covers_rows(corpus):
+  vocab = corpus.vocabulary(samples=300)
+  rng = random.Random(2)
+  for length in (128, 256):
+    b = corpus.rows(rng, 8, length)
+    assert set(np.unique(b["tokens"])) <= vocab and set(np.unique(b["targets"])) <= vocab
+  assert set(np.unique(corpus.probe_rows(rng, 4, 256)["targets"])) <= vocab
+
+
+def test_bad_pools_and_lengths(corpus):
+  with pytest.raises(ValueError, match="pools.words: 1 value\\(s\\) in both"):
+    cc.Pools(words={"train": TRAIN_W, "heldout": [TRAIN_W[0]]}, file_names={"train": TRAIN_F})
+  with pytest.raises(ValueError, match="pools.file_names.train: values must be non-empty without whitespace"):
+    cc.Pools(words={"train": TRAIN_W}, file_names={"train": ["a b.txt"]})
+  with pytest.raises(ValueError, match="pools.words.train is empty"):
+    cc.Pools(words={"train": []}, file_names={"train": TRAIN_F})
+  with pytest.raises(ValueError, match="shorter than one document"):
+    corpus.probe_rows(random.Random(0), 1, 16)
+  with pytest.raises(ValueError, match="corpus kinds"):
+    cc.CopyCorpus(corpus.tok, corpus.pools, kinds=("poems",))
+
+
+def test_tiny_base_build_outputs_and_cache(tmp_path):
+  from configs import pretrain as pretrain_config
+  from mage_jax.train import pretrain
+  c = pretrain_config.get_config("tiny")
+  c.cache_dir = str(tmp_path / "cache")
+  pools = cc.Pools(words={"train": TRAIN_W, "heldout": HELD_W}, file_names={"train": TRAIN_F, "heldout": HELD_F})
+  logs = []
+  pre = ["<|im_start|>system\nYou are an agent.<|im_end|>\n"]
+  info = pretrain.run(c, str(tmp_path / "w"), pools, preambles=pre, log=logs.append)
+  assert info["status"] in ("passed", "failed") and not info["cached"]
+  assert info["steps"] == c.curriculum.max_steps or info["status"] == "passed"
+  assert [p["length"] for p in info["curve"]][0] == c.curriculum.lengths[0]
+  assert all(np.isfinite(p["probe_nll"]) for p in info["curve"])
+  w = tmp_path / "w"
+  with open(w / "hf" / "config.json") as f:
+    hf_cfg = json.load(f)
+  assert hf_cfg["vocab_size"] == 151936 and hf_cfg["hidden_size"] == c.model.hidden_size
+  assert (w / "vocab.json").exists() and (w / "base.json").exists()
+  c.accept_failed = True
+  again = pretrain.run(c, str(tmp_path / "w2"), pools, preambles=pre, log=logs.append)
+  assert again["cached"] and again["cache_key"] == info["cache_key"]
+  assert not os.path.exists(tmp_path / "w2")
+  c.base_seed = 1   # another base: another key, no reuse
+  assert pretrain.cached_base(c) is None
+  bad = pretrain_config.get_config("tiny")
+  bad.curriculum.lengths = [256, 128]
+  with pytest.raises(ValueError, match="increasing"):
+    pretrain.run(bad, str(tmp_path / "w3"), pools, preambles=pre)
