@@ -216,7 +216,9 @@ class CopyCorpus:
               for v in pool.get(split, ())] + list(COLOURS) + [str(i) for i in range(1000)]
     forms = (" {}", "{}", "\"{}", " {}\"", "{}.", " {};", "/{}", "'{}'")
     texts = [f.format(v) for v in values for f in forms]
-    texts += [chr(c) for c in range(32, 127)] + list(extra_texts) + list(self.preambles)
+    extra = list(extra_texts)
+    # a text's first word tokenizes differently after a space ("Action: Finish"): both forms
+    texts += [chr(c) for c in range(32, 127)] + extra + [" " + t for t in extra] + list(self.preambles)
     for enc in self.tok.encode_batch(texts):
       ids.update(enc)
     rng = random.Random(seed)
