@@ -83,17 +83,21 @@ def curriculum(scale: str) -> ml_collections.ConfigDict:
   c.family = pool_fields()   # copied into every stage that has a `family` section (data, eval)
   c.stages = ml_collections.ConfigDict()
   for i, (name, kind) in enumerate(STAGES):
-    overrides = {"sft": f"data.sources.teacher.paths={SUITES}/teacher/episodes.jsonl;"
-                        f"init.from_dir={BASE}/hf;model.compact_vocab={BASE}/vocab.json",
+    overrides = {"sft": f"data.sources.teacher.paths={SUITES}/teacher/episodes.jsonl"
+                        + ("" if scale else f";init.from_dir={BASE}/hf;model.compact_vocab={BASE}/vocab.json"),
                  "rl": f"rl.suite={SUITES}/train_suite",
                  "eval": f"proof.heldout_suite={SUITES}/heldout_suite"}.get(kind, "")
     if name == "eval_init":   # the random init never sees a button: no blind baseline needed
       overrides += ";proof.params=init;proof.modes=t1,greedy"
     if name == "eval_sft" and not scale:   # the blind baseline is an after-RL goal; at SFT it
       overrides += ";proof.modes=t1,greedy"   # would cost 120 more episodes (the smoke keeps it)
+    # The smoke keeps SFT from random init: a 6-step base leaves the rest row holding most of the
+    # mass, and the smoke's one-update RL check (tests/_proof_rl_check.py) then saw the rewarded
+    # completion's log-prob fall (-9.815 -> -9.821) beside the other's (-9.959 -> -9.974).
+    # The base stage and compact SFT are tested in tests/test_copy_corpus.py, test_compact_sft.py.
     c.stages[name] = ml_collections.ConfigDict(dict(
         order=i + 1, config="configs/proof.py", arg=",".join(filter(None, (kind, scale))),
-        enabled=True, overrides=overrides))
+        enabled=not (scale and kind == "base"), overrides=overrides))
   return c
 
 
