@@ -11,7 +11,8 @@ checkpoint the recipe starts from (launch.pretrain, configs/pretrain.py).
               failed: the step budget ran out first (base.json says with which figure)
   outputs     <workdir>/vocab.json, metrics.jsonl (steps and probes), base.json (status, build time,
               probe curve), hf/ (the base expanded to the full vocabulary: a plain Qwen3 HF
-              checkpoint, what SFT's init.from_dir reads), final_params/ (compact)
+              checkpoint, what SFT's init.from_dir reads; CompactVocab.compact_params gives the
+              compact rows back exactly)
   cache       `cache_dir`/<key>/ holds a finished build; the key hashes the config and the code
               it runs, so every proof seed reuses one base and a code change rebuilds it
 
@@ -267,14 +268,6 @@ def _save(workdir: str, b: Build, params: Any, info: dict) -> None:
   state = nnx.state(model, nnx.Param)
   nnx.replace_by_pure_dict(state, full)
   save_hf(state, b.full_cfg, os.path.join(workdir, "hf"), dtype="float32")
-  np.savez(os.path.join(workdir, "compact_params.npz"), **{k: np.asarray(v) for k, v in _flat(pure).items()})
   with open(os.path.join(workdir, BASE_FILE), "w") as f:
     json.dump(info, f, indent=1)
 
-
-def _flat(tree: dict, prefix: str = "") -> dict[str, Any]:
-  out = {}
-  for k, v in tree.items():
-    key = f"{prefix}/{k}" if prefix else str(k)
-    out.update(_flat(v, key) if isinstance(v, dict) else {key: v})
-  return out
