@@ -424,7 +424,8 @@ def test_env_lost_episodes_stay_in_the_grpo_group():
 
   def res(i, status, score):
     return types.SimpleNamespace(status=status, model_calls=1, score=score, parse_errors={}, spray={},
-                                 episode=types.SimpleNamespace(id=f"e{i}"), records=[])
+                                 episode=types.SimpleNamespace(id=f"e{i}"), records=[],
+                                 error_reason="")   # EpisodeResult.error_reason (deadline episodes)
   g = group_from_results("t", "g", [res(0, "terminated", 1.0), res(1, "env_lost", 0.0), res(2, "env_error", 0.0)],
                          pols)
   assert [e.episode_id for e in g.episodes] == ["e0", "e1"] and g.env_errors == 1
