@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import ipaddress
 import urllib.parse
+from typing import TYPE_CHECKING
 
-import ml_collections
-
-from mage_jax.train.run_setup import ConfigError
+if TYPE_CHECKING:   # the GPU image has no ml_collections, and vllm_process needs learner_url there
+  import ml_collections
 
 FIELD = "config.rl.engine_advertise_url"
 ANY_ADDRESS = ("0.0.0.0", "::", "")
@@ -63,6 +63,7 @@ def refuse_loopback_across_hosts(config: ml_collections.ConfigDict, engine_url: 
   me = ray_slots.driver_ip()
   others = sorted(set(ray_slots.env_nodes().values()) - {me})
   if others:
+    from mage_jax.train.run_setup import ConfigError   # run_setup pulls in ml_collections (see above)
     raise ConfigError(
         f"{FIELD}={config.rl.get('engine_advertise_url', '')!r} (episodes would call {url}): a loopback "
         f"address, but env.backend=ray has env nodes on other hosts ({', '.join(others[:3])}"
@@ -81,6 +82,7 @@ def check_reachable(config: ml_collections.ConfigDict, engine_url: str, local_sl
   failed = {node: err for node, err in answers.items() if err}
   if failed:
     node, err = sorted(failed.items())[0]
+    from mage_jax.train.run_setup import ConfigError   # run_setup pulls in ml_collections (see above)
     raise ConfigError(f"{FIELD}: {url} is not reachable from {len(failed)} of {len(answers)} env "
                       f"nodes (first: {node}: {err}); set it to an address the env hosts can route to")
   return answers
