@@ -237,7 +237,10 @@ def test_train_rl_end_to_end_with_the_embedded_server(tmp_path):
   unchecked = tiny_rl_config(4)
   unchecked.rl.sync_probe = False
   more = loop.train_rl(unchecked, workdir, rollout_fn=toy)
-  assert more["updates"] == 4 and more["totals"]["dropped_stale_groups"] == 2
+  # The resumed run's forced-stale group (r3g00001) is counted only when it finishes before the
+  # run's one update ends (2 fresh groups may come first): 1 restored + 0 or 1 more. Seen both ways
+  # at load 2-8 after the fleet-wide group queue (5831da2).
+  assert more["updates"] == 4 and more["totals"]["dropped_stale_groups"] in (1, 2)
   rows = [r for r in metrics_lib.read_metrics(workdir) if "reward_mean" in r]
   assert [r["version"] for r in rows] == [1, 2, 3, 4]
   assert ["probe_max_abs_diff" in r for r in rows] == [True, True, True, False]
