@@ -31,7 +31,7 @@ import jax.numpy as jnp
 
 from mage_jax.train import loss as loss_lib
 from mage_jax.train.state import merge_model
-from mage_jax.train.step import model_hidden
+from mage_jax.train.step import head_bias, model_hidden
 
 
 def group_advantages(rewards: jax.Array, eps: float = 1e-6) -> jax.Array:
@@ -134,7 +134,7 @@ def token_logprobs(model: Any, batch: dict[str, jax.Array], chunk_size: int) -> 
   """
   hidden = model_hidden(model, batch)
   stats = loss_lib.token_stats(hidden, model.lm_head_kernel(), batch["targets"],
-                               chunk_size=chunk_size, mask=batch["loss_mask"], bias=model.lm_head_bias())
+                               chunk_size=chunk_size, mask=batch["loss_mask"], bias=head_bias(model))
   return -stats.nll
 
 

@@ -47,6 +47,12 @@ class StepConfig:
       raise ValueError(f"step.grad_accum_steps={self.grad_accum_steps} must be >= 1")
 
 
+def head_bias(model: Any) -> jax.Array | None:
+  """The LM head's logit bias (a compact vocabulary's rest term, models/compact_vocab.py); a model
+  without `lm_head_bias` (a plain vocabulary, e.g. a user's own decoder) has none."""
+  return model.lm_head_bias() if hasattr(model, "lm_head_bias") else None
+
+
 def model_hidden(model: Any, batch: dict[str, jax.Array]) -> jax.Array:
   """Run the LM (text-only) or Mage-VL (with patches) forward to hidden states."""
   if hasattr(model, "visual") and "patches" in batch:
@@ -74,7 +80,7 @@ class SFTObjective:
         hidden, model.lm_head_kernel(), batch["targets"], batch["loss_mask"],
         batch["segment_ids"], chunk_size=self.cfg.loss_chunk_size,
         z_loss_weight=self.cfg.z_loss_weight, per_sequence=self.cfg.per_sequence_loss,
-        bias=model.lm_head_bias())
+        bias=head_bias(model))
 
   def finalize(self, sums: loss_lib.LossSums) -> dict[str, jax.Array]:
     metrics = loss_lib.finalize(sums)
@@ -189,7 +195,7 @@ def eval_step(graphdef: Any, rest: Any, cfg: StepConfig, params: Any,
   model = merge_model(graphdef, params, rest)
   hidden = model_hidden(model, batch)
   stats = loss_lib.token_stats(hidden, model.lm_head_kernel(), batch["targets"], mask=batch["loss_mask"],
-                               chunk_size=cfg.loss_chunk_size, bias=model.lm_head_bias())
+                               chunk_size=cfg.loss_chunk_size, bias=head_bias(model))
   mask = batch["loss_mask"].astype(jnp.float32)
   src = jnp.clip(batch["source_ids"], 0, num_sources - 1)
   onehot = jax.nn.one_hot(src, num_sources, dtype=jnp.float32) * mask[..., None]
