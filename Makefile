@@ -11,7 +11,7 @@ DEMO_DIR ?= workdirs/demo
 # Every package install below takes constraints.txt: torch==2.13.0, whoever asks for it.
 PIN := -c constraints.txt
 # The CPU build of torch==2.13.0, or stop: a CUDA build is several GB and no test needs it.
-CPU_TORCH = -c "import sys, torch; v = torch.__version__; sys.exit(0 if v.split('+')[0] == '2.13.0' and not torch.version.cuda else f'{sys.prefix} has torch {v} (CUDA {torch.version.cuda}); want the CPU build of 2.13.0')"
+CPU_TORCH = -c "import sys, torch; v = torch.__version__; sys.exit(0 if v.split('+')[0] == '2.13.0' and not torch.version.cuda else f'{sys.prefix} has torch=={v} (CUDA {torch.version.cuda}); want the CPU build of 2.13.0')"
 
 .PHONY: setup setup-test system-deps system-apps eval-apps engine engine-gpu demo test bench clean
 
@@ -84,7 +84,7 @@ engine-gpu: requirements-engine-gpu.txt
 	test -x $(ENGINE)/bin/python || $(PY) -m venv $(ENGINE)
 	$(ENGINE)/bin/pip install -q --upgrade pip
 	$(ENGINE)/bin/pip install -q $(PIN) -r requirements-engine-gpu.txt
-	$(ENGINE)/bin/python -c "import sys, torch; sys.exit(0 if torch.__version__.split('+')[0] == '2.13.0' else f'engine venv has torch {torch.__version__}; want 2.13.0')"
+	$(ENGINE)/bin/python -c "import sys, torch; sys.exit(0 if torch.__version__.split('+')[0] == '2.13.0' else f'engine venv has torch=={torch.__version__}; want 2.13.0')"
 	$(ENGINE)/bin/pip install -q $(PIN) --no-deps -e ./mage_vllm
 
 setup: $(STAMP) $(SYS_STAMP)
