@@ -10,6 +10,7 @@ import pytest
 
 from mage_jax.agent import sandbox as sb
 from mage_jax.agent.env import Env, EnvConfig, LocalEnv, Observation
+from mage_jax.bench.fleet_sim import WaitEnv
 
 try:
   sb.check_available()
@@ -19,29 +20,16 @@ except sb.SandboxUnavailable as e:
 
 needs_sandbox = pytest.mark.skipif(SANDBOX_REASON is not None, reason=f"sandbox unavailable: {SANDBOX_REASON}")
 SMALL = EnvConfig(width=800, height=600, command_timeout=30)
-class SleepingEnv(Env):
+class SleepingEnv(WaitEnv):
   """No sandbox: each step sleeps `step_s` (a node can be killed mid-episode), the scripted
-  policy's terminate ends the episode, and every episode scores 1."""
+  policy's terminate ends the episode, and every episode scores 1 (fleet_sim's WaitEnv, slowed)."""
 
   def __init__(self, step_s=0.4):
     self.step_s = step_s
 
-  def reset(self, task):
-    return Observation(text="$ ")
-
   def step(self, name, arguments):
     time.sleep(self.step_s)
-    return Observation(text="ok", done=arguments.get("action") == "terminate",
-                       status=arguments.get("status"))
-
-  def screenshot(self):
-    return None
-
-  def score(self):
-    return 1.0
-
-  def close(self):
-    pass
+    return super().step(name, arguments)
 
 
 class StubEnv(Env):
