@@ -32,6 +32,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.corpus = ml_collections.ConfigDict(dict(
       kinds=["repeat", "recall", "instruct"],
       preamble_share=0.25,          # filler documents that are an agent system turn
+      novel_share=0.5,              # instructions whose values are random piece strings, not pool values
       vocab_samples=400 if tiny else 4_000))
   c.curriculum = ml_collections.ConfigDict(dict(
       lengths=[128, 256] if tiny else [128, 256, 512, 1024],

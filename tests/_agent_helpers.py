@@ -19,6 +19,10 @@ except sb.SandboxUnavailable as e:
   SANDBOX_REASON = str(e)
 
 needs_sandbox = pytest.mark.skipif(SANDBOX_REASON is not None, reason=f"sandbox unavailable: {SANDBOX_REASON}")
+# Ray test clusters: a node counts as dead after 8 missed 1 s health checks. Faster detection
+# (0.5 s x 3) made CI's loaded 2 cores declare a live, freshly added env node dead mid-test.
+RAY_TEST_HEALTH_CHECK = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 1000,
+                         "health_check_failure_threshold": 8}
 SMALL = EnvConfig(width=800, height=600, command_timeout=30)
 class SleepingEnv(WaitEnv):
   """No sandbox: each step sleeps `step_s` (a node can be killed mid-episode), the scripted

@@ -55,6 +55,32 @@ def test_probe_marks_the_copied_heldout_value_tokens(corpus):
   np.testing.assert_array_equal(b["tokens"][:, 1:], b["targets"][:, :-1])
 
 
+def test_novel_instruction_values_are_piece_strings_never_pool_values(corpus):
+  novel = cc.CopyCorpus(corpus.tok, corpus.pools, novel_share=1.0)
+  pools = set(TRAIN_W + HELD_W + TRAIN_F + HELD_F)
+  pieces = {"sun", "moon", "star", "rain", "gold", "iron", "bird", "fish", "leaf", "wolf", "fox", "notes",
+            "memo", ".txt"} | set("1234567")
+  rng = random.Random(3)
+  values = [t.strip() for _ in range(200) for t, kind in novel.instruct(rng, file_task=True) if kind == cc.VALUE]
+  assert values and not set(values) & pools
+  assert len(set(values)) > 100            # a distribution nothing can memorise
+  for v in values:                         # each a string of pool pieces: tokens the base also emits
+    rest = v
+    while rest:
+      head = next((p for p in sorted(pieces, key=len, reverse=True) if rest.startswith(p)), None)
+      assert head, v
+      rest = rest[len(head):]
+  # the probes never hold novel values: pool values of the asked split, in instructions or lists
+  for split, doc in (("train", "instruct"), ("heldout", "repeat")):
+    b = novel.probe_rows(random.Random(4), 4, 192, split=split, doc=doc)
+    want = set((TRAIN_W + TRAIN_F) if split == "train" else (HELD_W + HELD_F))
+    for r in range(4):
+      words = set(novel.tok.decode(b["targets"][r][b["value_mask"][r] > 0]).split())
+      assert words and words <= want, (split, doc, words)
+  with pytest.raises(ValueError, match="novel_share"):
+    cc.CopyCorpus(corpus.tok, corpus.pools, novel_share=1.5)
+
+
 def test_vocabulary_covers_rows(corpus):
   vocab = corpus.vocabulary(samples=300)
   rng = random.Random(2)

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from tests._agent_helpers import needs_sandbox
+from tests._agent_helpers import RAY_TEST_HEALTH_CHECK, needs_sandbox
 
 if os.environ.get("CI") == "true":
   import ray  # noqa: F401 - CI installs requirements-test.txt: a missing ray is a failure there
@@ -24,8 +24,7 @@ MB = 2 ** 20
 HOST = "127.0.0.2"      # the cluster's address (127.0.0.1 is rewritten by Ray to the LAN address)
 ENGINE_HOST = "127.0.0.3"
 HEAD = dict(num_cpus=0, include_dashboard=False, object_store_memory=80 * MB, node_ip_address=HOST,
-            _system_config={"health_check_initial_delay_ms": 0, "health_check_period_ms": 500,
-                            "health_check_failure_threshold": 3})
+            _system_config=RAY_TEST_HEALTH_CHECK)
 KILL_AFTER_S = 20.0    # after the run's header: pool actors are up, episodes running
 ENV_NODE = dict(num_cpus=1, resources={"env_slot": 2}, object_store_memory=80 * MB, node_ip_address=HOST)
 

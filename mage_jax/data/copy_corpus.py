@@ -11,6 +11,12 @@ task family keeps for evaluation) appear only in `repeat` and `recall` documents
 prediction targets too, never inside an `instruct` document: the base can emit and copy them,
 but has never seen them in a task. Train values appear everywhere.
 
+Novel values (`novel_share` of the `instruct` documents): 2-4 token pieces of the pool values
+(both splits) strung together at random, never a pool value. A base that saw only train values in
+instructions learnt their distribution (which second piece follows "gold") and guessed held-out
+values from it (probe stuck at ~2.8 nats); values no distribution predicts leave copying as the
+only way to lower the loss.
+
 A row is one causal segment of exactly `length` tokens: filler documents (drawn the same way,
 trained as ordinary LM text), then the last document, so the copy in the last document must look
 past everything before it. The length curriculum (train/pretrain.py) grows `length`.
@@ -77,10 +83,14 @@ class Pools:
 class CopyCorpus:
 
   def __init__(self, tokenizer, pools: Pools, *, kinds: Sequence[str] = KINDS,
-               preambles: Sequence[str] = (), preamble_share: float = 0.0):
+               preambles: Sequence[str] = (), preamble_share: float = 0.0, novel_share: float = 0.0):
     unknown = set(kinds) - set(KINDS)
     if unknown:
       raise ValueError(f"corpus kinds {sorted(unknown)} are not among {KINDS}")
+    if not 0.0 <= novel_share <= 1.0:
+      raise ValueError(f"corpus novel_share={novel_share} must be in [0, 1]")
+    self.novel_share = novel_share
+    self._pieces: dict[str, tuple[list[str], set[str]]] = {}
     if not 0.0 <= preamble_share < 1.0 or (preamble_share and not preambles):
       raise ValueError(f"corpus preamble_share={preamble_share} must be in [0, 1) and needs preambles")
     self.tok = tokenizer
@@ -103,12 +113,27 @@ class CopyCorpus:
       return rng.choice(self.pools.words[split])
     return rng.choice(COLOURS) if pick < 0.9 else str(rng.randrange(1000))
 
+  def _novel(self, rng: random.Random, field: str) -> str:
+    """A value of 2-4 random pieces of `field`'s pool values, none of which it equals."""
+    if field not in self._pieces:
+      pool = getattr(self.pools, field)
+      values = [v for split in SPLITS for v in pool.get(split, ())]
+      pieces = sorted({self.tok.decode([t]).strip() for v in values for t in self.tok.encode(" " + v)} - {""})
+      self._pieces[field] = (pieces, set(values))
+    pieces, taken = self._pieces[field]
+    while True:
+      value = "".join(rng.choice(pieces) for _ in range(rng.randint(2, 4)))
+      if value not in taken:
+        return value
+
   def _split(self, rng: random.Random) -> str:
     has_heldout = self.pools.words.get("heldout") and self.pools.file_names.get("heldout")
     return "heldout" if has_heldout and rng.random() < 0.5 else "train"
 
   def repeat(self, rng: random.Random) -> list[tuple[str, str]]:
-    split = self._split(rng)
+    return self._repeat(rng, self._split(rng))
+
+  def _repeat(self, rng: random.Random, split: str) -> list[tuple[str, str]]:
     values = [self._value(rng, split) for _ in range(rng.randint(2, 6))]
     head = rng.choice(("List:", "Items:", "Remember these:", "Values:"))
     again = rng.choice(("Again:", "Repeat:", "Once more:", "The same list:"))
@@ -130,7 +155,10 @@ class CopyCorpus:
                ) -> list[tuple[str, str]]:
     """An instruction and an agent response that repeats its values (train values unless told)."""
     if file_task if file_task is not None else rng.random() < 0.75:
-      w, f = rng.choice(self.pools.words[split]), rng.choice(self.pools.file_names[split])
+      if split == "train" and self.novel_share and rng.random() < self.novel_share:
+        w, f = self._novel(rng, "words"), self._novel(rng, "file_names")
+      else:
+        w, f = rng.choice(self.pools.words[split]), rng.choice(self.pools.file_names[split])
       instruction = rng.choice(_FILE_INSTRUCTIONS)
       cmd = rng.choice(_FILE_COMMANDS)
       return _chat(instruction, {"w": w, "f": f},
@@ -195,13 +223,27 @@ class CopyCorpus:
     del b["marks"]
     return b
 
-  def probe_rows(self, rng: random.Random, batch: int, length: int) -> dict[str, np.ndarray]:
-    """Rows ending in an `instruct` document with held-out values; `value_mask` marks the targets
-    that are a held-out value repeated from the instruction (what a copying model gets right)."""
-    if not (self.pools.words.get("heldout") and self.pools.file_names.get("heldout")):
-      raise ValueError("the copy probe needs held-out words and file names in the pools")
-    out = [self._row(rng, length, self.instruct(rng, "heldout", file_task=True), preamble_last=True)
-           for _ in range(batch)]
+  def probe_rows(self, rng: random.Random, batch: int, length: int, *, split: str = "heldout",
+                 doc: str = "instruct") -> dict[str, np.ndarray]:
+    """Rows ending in a document of `split` values; `value_mask` marks the targets that repeat a
+    value from earlier in it (what a copying model gets right). The copy probe: held-out values in
+    an `instruct` document. Diagnostics: train values (what the base saw in instructions; a gap to
+    held-out is memorisation), a `repeat` list of held-out values (plain copying)."""
+    if split not in SPLITS or doc not in ("instruct", "repeat"):
+      raise ValueError(f"probe split={split!r} doc={doc!r}: expected one of {SPLITS} and instruct|repeat")
+    if not (self.pools.words.get(split) and self.pools.file_names.get(split)):
+      raise ValueError(f"the copy probe needs {split} words and file names in the pools")
+    probe_rng = random.Random(rng.random())
+    if doc == "instruct":
+      # the pool values themselves, never novel ones: what an agent task holds
+      novel, self.novel_share = self.novel_share, 0.0
+      try:
+        docs = [self.instruct(probe_rng, split, file_task=True) for _ in range(batch)]
+      finally:
+        self.novel_share = novel
+    else:
+      docs = [self._repeat(probe_rng, split) for _ in range(batch)]
+    out = [self._row(rng, length, d, preamble_last=doc == "instruct") for d in docs]
     b = _batch([ids for ids, _ in out], [marks for _, marks in out], length)
     b["value_mask"] = (b.pop("marks") == 2).astype(np.int32)
     return b

@@ -95,7 +95,8 @@ def build(config: ml_collections.ConfigDict, pools: copy_corpus.Pools, extra_tex
   from mage_jax.data.tokenizer import Tokenizer
   tok = Tokenizer(config.get("tokenizer", "") or None)
   corpus = copy_corpus.CopyCorpus(tok, pools, kinds=tuple(config.corpus.kinds),
-                                  preambles=preambles, preamble_share=config.corpus.preamble_share)
+                                  preambles=preambles, preamble_share=config.corpus.preamble_share,
+                                  novel_share=config.corpus.get("novel_share", 0.0))
   ids = corpus.vocabulary(extra_texts, samples=config.corpus.vocab_samples)
   full_cfg = Qwen3Config(**config.model.to_dict())
   vocab = CompactVocab.from_token_ids(ids, full_cfg.vocab_size)
@@ -234,16 +235,23 @@ def _curriculum(config, b: Build, trainer: _Trainer, workdir: str, log) -> tuple
           out.flush()
         if trainer.steps % c.probe_every and stage_steps < c.stage_max_steps and trainer.steps < c.max_steps:
           continue
-        probe_rows = b.corpus.probe_rows(random.Random(probe_rng_seed), int(c.probe_rows), length)
-        nll, acc = trainer.probe(probe_rows)
+        nll, acc = trainer.probe(b.corpus.probe_rows(random.Random(probe_rng_seed), int(c.probe_rows), length))
+        # diagnostics: instructions with train values (a gap to held-out = memorised values) and
+        # plain copying of a held-out list
+        seen_nll, _ = trainer.probe(b.corpus.probe_rows(random.Random(probe_rng_seed), int(c.probe_rows),
+                                                        length, split="train"))
+        list_nll, _ = trainer.probe(b.corpus.probe_rows(random.Random(probe_rng_seed), int(c.probe_rows),
+                                                        length, doc="repeat"))
         point = {"step": trainer.steps, "length": length, "probe_nll": round(nll, 4),
-                 "probe_acc": round(acc, 4), "loss": round(float(np.mean(losses[-c.probe_every:])), 4),
+                 "probe_acc": round(acc, 4), "probe_train_values_nll": round(seen_nll, 4),
+                 "probe_list_copy_nll": round(list_nll, 4),
+                 "loss": round(float(np.mean(losses[-c.probe_every:])), 4),
                  "wall": round(time.time() - t0, 1)}
         curve.append(point)
         out.write(json.dumps({"probe": True, **point}) + "\n")
         out.flush()
         log(f"pretrain: step {trainer.steps} len {length} loss {point['loss']:.3f} probe {nll:.3f} nats "
-            f"(acc {acc:.2f}) {point['wall']:.0f} s")
+            f"(acc {acc:.2f}; train values {seen_nll:.3f}, list copy {list_nll:.3f}) {point['wall']:.0f} s")
         if not math.isfinite(nll):
           return curve, "failed"
         if nll <= target:
