@@ -34,10 +34,9 @@ Backends (chosen explicitly; nothing falls back silently):
   contiguous segments, causal by slot; `block_sizes` (flash.BlockSizes) sets
   its tiles. Not yet run on a GPU: see that module.
 - "pallas_interpret": the same kernel with interpret=True (runs on CPU; tests).
-- "cudnn": not implemented for segment ids: `jax.nn.dot_product_attention`
-  has no segment-id argument and cuDNN's packed (offset) layout is not wired;
-  raises NotImplementedError instead of attending across segments. (The GPU
-  bench's fallback is "xla" with `max_segment_len`.)
+There is no cuDNN backend: `jax.nn.dot_product_attention` takes no segment ids,
+so it would attend across packed segments. The fallback when the Pallas kernel
+fails (the GPU bench's preflight verdict) is "xla" with `max_segment_len`.
 """
 from __future__ import annotations
 
@@ -50,7 +49,7 @@ from jax.sharding import PartitionSpec
 from mage_jax import sharding
 from mage_jax.models import flash_attention as flash
 
-BACKENDS = ("xla", "pallas_gpu", "pallas_interpret", "cudnn")
+BACKENDS = ("xla", "pallas_gpu", "pallas_interpret")
 DEFAULT_Q_CHUNK = 2048
 # XLA causal blocking: 64-query blocks (fastest of 32..256 for the small bench
 # config's attention fwd+bwd on CPU); long rows use at most MAX_CAUSAL_BLOCKS blocks
@@ -79,12 +78,6 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, q_segment_ids: jax.Ar
     return _pallas_attention(q, k, v, q_segment_ids, kv_segment_ids, causal, q_positions,
                              kv_positions, scale, block_sizes,
                              interpret=backend == "pallas_interpret")
-  if backend == "cudnn":
-    raise NotImplementedError(
-        "attention backend 'cudnn' cannot honour segment ids: "
-        "jax.nn.dot_product_attention(implementation='cudnn') in this JAX takes no "
-        "segment ids, and cuDNN's packed q/kv offset layout is not wired here. "
-        "Use attention_backend='pallas_gpu' for packed sequences.")
   raise ValueError(f"unknown attention backend {backend!r}; choose one of {BACKENDS}")
 
 

@@ -19,7 +19,7 @@ VISION_END_ID = 151653
 IMAGE_PAD_ID = 151655
 
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch", "save_attn_out")
-ATTENTION_BACKENDS = ("xla", "pallas_gpu", "cudnn", "pallas_interpret")
+ATTENTION_BACKENDS = ("xla", "pallas_gpu", "pallas_interpret")
 # Fields that say how to run a model, not what it is: free to change between runs.
 RUNTIME_FIELDS = ("param_dtype", "compute_dtype", "attention_backend", "remat_policy",
                   "max_segment_len")
