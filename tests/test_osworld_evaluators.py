@@ -705,3 +705,317 @@ def test_compare_table_sheet_print_reads_the_csv_exports():
   assert not any("sheet_print" in r for r in m.reasons)
   assert importer._checker(t["evaluator"], importer.Result("p", "s"), importer.cache_lib.Cache(None))["metrics"][0][
       "options"]["result_csv_sheets"] == ["Sheet1"]
+
+
+# ---- GIMP image checks (image_metrics) ------------------------------------------------------------
+def _scene(h=32, w=40):
+  """A colour test picture with structure (gradients and a block), values well inside 0..255."""
+  y, x = np.mgrid[0:h, 0:w]
+  img = np.stack([40 + 3 * x, 60 + 4 * y, 120 + 2 * x - y], -1).astype(np.float64)
+  img[8:20, 10:25] = (200, 30, 30)
+  return img
+
+
+def test_image_metrics_brightness_saturation_contrast_and_structure():
+  from PIL import Image
+  from mage_jax.agent.osworld import image_metrics as im
+  base = _scene()
+  darker, brighter = _png(base * 0.7), _png(np.clip(base * 1.2, 0, 255))
+  assert im.check_brightness_decrease_and_structure_sim(darker, _png(base)) == 1.0
+  assert im.check_brightness_decrease_and_structure_sim(brighter, _png(base)) == 0.0
+  assert im.check_brightness_decrease_and_structure_sim(_png(base[::-1] * 0.7), _png(base)) == 0.0  # other picture
+  grey = base.mean(-1, keepdims=True)
+  assert im.check_saturation_increase_and_structure_sim(_png(np.clip(grey + (base - grey) * 1.4, 0, 255)), _png(base)) == 1.0
+  assert im.check_saturation_increase_and_structure_sim(_png(grey + (base - grey) * 0.6), _png(base)) == 0.0
+  mid = base.mean()
+  assert im.check_contrast_increase_and_structure_sim(_png(np.clip(mid + (base - mid) * 1.3, 0, 255)), _png(base)) == 1.0
+  assert im.check_contrast_increase_and_structure_sim(_png(mid + (base - mid) * 0.7), _png(base)) == 0.0
+  assert im.check_file_exists_and_structure_sim(_png(base), _png(base)) == 1.0
+  assert im.check_file_exists_and_structure_sim(None, _png(base)) == 0.0
+  assert im.check_file_exists_and_structure_sim(_png(base[:, ::-1]), _png(base)) == 0.0
+  assert im.check_image_mirror(_png(base[:, ::-1]), _png(base)) == 1.0
+  assert im.check_image_mirror(_png(base), _png(base)) == 0.0
+  half = np.asarray(Image.fromarray(base.astype(np.uint8)).resize((20, 16)))
+  assert im.check_structure_sim_resized(_png(half), _png(base)) == 1.0
+  assert im.check_structure_sim_resized(_png(half[::-1]), _png(base)) == 0.0
+  assert im.check_image_size(_png(half), {"height": 16}) == 1.0 and im.check_image_size(_png(half), {"height": 32}) == 0.0
+  assert im.check_image_file_size(_png(half), {"max_size": 10 ** 6}) == 1.0
+  assert im.check_image_file_size(_png(half), {"max_size": 10}) == 0.0
+  buf = io.BytesIO()
+  Image.fromarray(base.astype(np.uint8)).quantize(colors=256).save(buf, "PNG")
+  assert Image.open(io.BytesIO(buf.getvalue())).mode == "P"
+  assert im.check_palette_and_structure_sim(buf.getvalue(), _png(base)) == 1.0
+  assert im.check_palette_and_structure_sim(_png(base), _png(base)) == 0.0   # RGB, not a palette
+  assert im.compare_image_list([_png(base), _png(half)], [_png(base), _png(half)]) == 1.0
+  assert im.compare_image_list([_png(base), _png(half)], [_png(base), _png(half + 1)]) == 0.0
+
+
+def test_image_metrics_shapes_and_backgrounds():
+  from mage_jax.agent.osworld import image_metrics as im
+  canvas = np.full((40, 40, 3), 255)
+  centred, corner = canvas.copy(), canvas.copy()
+  for r in range(10):                 # a yellow triangle, rows 15..24
+    centred[15 + r, 20 - r:21 + r] = (255, 220, 0)
+    corner[r, 0:r + 1] = (255, 220, 0)
+  assert im.check_triangle_position(_png(centred)) == 1.0
+  assert im.check_triangle_position(_png(corner)) == 0.0
+  text_left, text_right = canvas.copy(), canvas.copy()
+  text_left[10:14, 1:12], text_right[10:14, 25:36] = 0, 0
+  assert im.check_textbox_on_leftside(_png(text_left)) == 1.0
+  assert im.check_textbox_on_leftside(_png(text_right)) == 0.0
+  mask = np.zeros((30, 20, 3))        # the object (black) on a background (white), not square
+  mask[:10, :] = 255
+  green, red = np.zeros((30, 20, 3)), np.zeros((30, 20, 3))
+  green[..., 1], red[..., 0] = 200, 200
+  green[10:] = red[10:] = 90          # the object's own pixels are not checked
+  assert im.check_green_background(_png(green), _png(mask)) == 1.0
+  assert im.check_green_background(_png(red), _png(mask)) == 0.0
+
+
+# ---- Writer task checks (writer_metrics) ----------------------------------------------------------
+def _doc_bytes(build):
+  import docx
+  d = docx.Document()
+  build(d)
+  buf = io.BytesIO()
+  d.save(buf)
+  return buf.getvalue()
+
+
+def _runs(*runs, **fmt):
+  """One paragraph per (text, {font attribute: value}) pair."""
+  def build(d):
+    for text, attrs in runs:
+      r = d.add_paragraph().add_run(text)
+      for k, v in {**fmt, **attrs}.items():
+        setattr(r.font, k, v)
+  return _doc_bytes(build)
+
+
+def test_writer_metrics_run_formatting():
+  from docx.enum.text import WD_BREAK, WD_COLOR_INDEX
+  from docx.shared import Pt, RGBColor
+  from mage_jax.agent.osworld import writer_metrics as wm
+  plain = _runs(("H2O", {}), ("last line", {}))
+  assert wm.compare_subscript_contains(_runs(("H2O", {"subscript": True})), _runs(("H2O", {"subscript": True}))) == 1.0
+  assert wm.compare_subscript_contains(plain, _runs(("H2O", {"subscript": True}))) == 0.0
+  assert wm.check_italic_font_size_14(_runs(("a", {"italic": True, "size": Pt(14)}), ("b", {})), _runs(("a", {}), ("b", {}))) == 1.0
+  assert wm.check_italic_font_size_14(_runs(("a", {"italic": True, "size": Pt(12)}), ("b", {})), _runs(("a", {}), ("b", {}))) == 0.0
+  assert wm.check_italic_font_size_14(_runs(("a", {"italic": True, "size": Pt(14)})), _runs(("other", {}))) == 0.0  # text differs
+  assert wm.evaluate_strike_through_last_paragraph(_runs(("H2O", {}), ("last line", {"strike": True})), plain) == 1.0
+  assert wm.evaluate_strike_through_last_paragraph(_runs(("H2O", {"strike": True}), ("last line", {})), plain) == 0.0
+  hl = lambda *marks: _runs(*[(t, {"highlight_color": WD_COLOR_INDEX.YELLOW} if t in marks else {}) for t in ("one", "two")])
+  assert wm.compare_highlighted_text(hl("two"), hl("two")) == 1.0
+  assert wm.compare_highlighted_text(hl("one"), hl("two")) == 0.0
+  table = lambda colours: _doc_bytes(lambda d: [setattr(c.paragraphs[0].add_run(w).font.color, "rgb", RGBColor(*rgb))
+                                                for c, (w, rgb) in zip(d.add_table(1, 2).rows[0].cells, colours)])
+  good = table([("apple", (255, 0, 0)), ("pear", (0, 0, 255))])
+  assert wm.evaluate_colored_words_in_tables(good, good) == 1.0
+  assert wm.evaluate_colored_words_in_tables(table([("apple", (250, 5, 0)), ("pear", (0, 0, 250))]), good) == 1.0
+  assert wm.evaluate_colored_words_in_tables(table([("apple", (0, 0, 255)), ("pear", (0, 0, 255))]), good) == 0.0
+  broken = _doc_bytes(lambda d: d.add_paragraph().add_run("x").add_break(WD_BREAK.PAGE))
+  assert wm.contains_page_break(broken) == 1.0 and wm.contains_page_break(plain) == 0.0
+
+
+def test_ciede2000_matches_published_reference_pairs():
+  """Sharma, Wu and Dalal (2005), table 1: pairs 1, 7 and 17 of the CIEDE2000 test data."""
+  from mage_jax.agent.osworld.writer_metrics import delta_e_2000
+  assert delta_e_2000((50.0, 2.6772, -79.7751), (50.0, 0.0, -82.7485)) == pytest.approx(2.0425, abs=1e-4)
+  assert delta_e_2000((50.0, 0.0, 0.0), (50.0, -1.0, 2.0)) == pytest.approx(2.3669, abs=1e-4)
+  assert delta_e_2000((50.0, 2.5, 0.0), (73.0, 25.0, -18.0)) == pytest.approx(27.1492, abs=1e-4)
+
+
+def test_writer_metrics_structure():
+  from docx.enum.text import WD_TAB_ALIGNMENT
+  from docx.shared import Inches
+  from mage_jax.agent.osworld import writer_metrics as wm
+
+  def footer(text):
+    return _doc_bytes(lambda d: (d.add_paragraph("body"), setattr(d.sections[0].footer.paragraphs[0], "text", text)))
+  assert wm.has_page_numbers_in_footers(footer("Page 1")) == 1.0
+  assert wm.has_page_numbers_in_footers(footer("Draft")) == 0.0
+  assert wm.compare_docx_lines(_docx("b", "", "a "), _docx("a", "b")) == 1.0
+  assert wm.compare_docx_lines(_docx("a", "c"), _docx("a", "b")) == 0.0
+  assert wm.compare_docx_files_and_ignore_new_lines(_docx("a", "", "b"), _docx("a", "b")) == 1.0
+  assert wm.compare_docx_files_and_ignore_new_lines(_docx("a", "", "b"), _docx("a", "b c")) == 0.0
+  refs = lambda *r: _docx("Intro", "References", *r)
+  assert wm.compare_references(refs("Doe 2020. A paper.", "Roe 2021."), refs("Doe 2020. A paper.", "Roe 2021.")) == 1.0
+  assert wm.compare_references(refs("Doe 2020."), refs("Doe 2020.", "Roe 2021.")) == 0.0   # count differs
+  assert wm.compare_references(_docx("Intro"), refs("Doe 2020.")) == 0.0
+  assert wm.compare_references(_docx("Intro"), _docx("Other")) == 1.0                    # neither has references
+
+  def tabs(pos, text="Name\tValue"):
+    def build(d):
+      p = d.add_paragraph(text)
+      p.paragraph_format.tab_stops.add_tab_stop(Inches(pos), WD_TAB_ALIGNMENT.RIGHT)
+    return _doc_bytes(build)
+  assert wm.check_tabstops(tabs(3), tabs(3)) == 1.0
+  assert 0.9 < wm.check_tabstops(tabs(3.2), tabs(3)) < 1.0
+  assert wm.check_tabstops(tabs(3), tabs(3), word_number_split_by_tabstop=1, index=0) == 1.0
+  assert wm.check_tabstops(tabs(3, "First Name\tValue"), tabs(3, "First Name\tValue"), word_number_split_by_tabstop=1) == 0.0
+  png = _png(np.full((8, 8, 3), 100))
+  pic = lambda data: _doc_bytes(lambda d: d.add_paragraph().add_run().add_picture(io.BytesIO(data)))
+  assert wm.compare_docx_images(pic(png), pic(png)) == 1.0
+  assert wm.compare_docx_images(pic(png), pic(_png(np.full((8, 8, 3), 101)))) == 0.0
+  assert wm.compare_contains_image(pic(png), pic(png)) == 1.0
+  assert wm.compare_contains_image(_runs(("text, no picture", {})), pic(png)) == 0.0
+
+  def equation(with_object):
+    import docx.oxml
+    def build(d):
+      d.add_paragraph("E = mc2")
+      r = d.paragraphs[0].runs[0]._r
+      if with_object:
+        r.append(docx.oxml.parse_xml('<w:object xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"/>'))
+    return _doc_bytes(build)
+  assert wm.compare_insert_equation(equation(True), equation(True)) == 1.0
+  assert wm.compare_insert_equation(equation(False), equation(True)) == 0.0
+
+
+def test_writer_metrics_odt_highlight_and_default_font():
+  from mage_jax.agent.osworld import writer_metrics as wm
+
+  def odt(highlight):
+    colour = "#ffff00" if highlight else "transparent"
+    xml = ('<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+           'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
+           'xmlns:fo="urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0"><office:automatic-styles>'
+           f'<style:style style:name="T1" style:family="text"><style:text-properties fo:background-color="{colour}"/></style:style>'
+           '</office:automatic-styles><office:body><office:text><text:p>one <text:span text:style-name="T1">two</text:span></text:p>'
+           '</office:text></office:body></office:document-content>')
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+      z.writestr("content.xml", xml)
+    return buf.getvalue()
+  assert wm.check_highlighted_words(odt(False), odt(True)) == 1.0
+  assert wm.check_highlighted_words(odt(True), odt(True)) == 0.0
+  xcu = lambda font: (f'<oor:items xmlns:oor="http://openoffice.org/2001/registry"><item oor:path="/org.openoffice.Office.Writer/DefaultFont">'
+                      f'<prop oor:name="Standard" oor:op="fuse"><value>{font}</value></prop></item></oor:items>').encode()
+  assert wm.find_default_font(xcu("Times New Roman"), {"font_name": "Times New Roman"}) == 1.0
+  assert wm.find_default_font(xcu("Liberation Serif"), {"font_name": "Times New Roman"}) == 0.0
+  assert wm.find_default_font(None, {"font_name": "Times New Roman"}) == 0.0
+
+
+# ---- Impress task checks (impress_metrics) --------------------------------------------------------
+def _deck(build, width=None, height=None):
+  from pptx import Presentation
+  prs = Presentation()
+  if width:
+    prs.slide_width, prs.slide_height = width, height
+  build(prs)
+  buf = io.BytesIO()
+  prs.save(buf)
+  return buf.getvalue()
+
+
+def _zip_with(data, name, text):
+  """A copy of a zip (a .pptx) with one member's text replaced."""
+  src, buf = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
+  with zipfile.ZipFile(buf, "w") as out:
+    for item in src.infolist():
+      out.writestr(item, text(src.read(item).decode()) if item.filename == name else src.read(item))
+  return buf.getvalue()
+
+
+def test_impress_metrics():
+  from pptx.dml.color import RGBColor
+  from pptx.util import Emu, Inches
+  from mage_jax.agent.osworld import impress_metrics as imp
+  blank = lambda prs: prs.slides.add_slide(prs.slide_layouts[6])
+  assert imp.check_slide_orientation_Portrait(_deck(blank, Inches(7.5), Inches(10))) == 1.0
+  assert imp.check_slide_orientation_Portrait(_deck(blank)) == 0.0
+  deck = _deck(blank)
+  dissolve = _zip_with(deck, "ppt/slides/slide1.xml", lambda x: x.replace(
+      "</p:sld>", '<p:transition><p:dissolve/></p:transition></p:sld>'))
+  assert imp.check_transition(dissolve, {"slide_idx": 0, "transition_type": "dissolve"}) == 1.0
+  assert imp.check_transition(dissolve, {"slide_idx": 0, "transition_type": "fade"}) == 0.0
+  assert imp.check_transition(deck, {"slide_idx": 0, "transition_type": "dissolve"}) == 0.0
+  assert imp.check_transition(dissolve, {"slide_idx": 3, "transition_type": "dissolve"}) == 0.0
+
+  def filled(rgb):
+    def build(prs):
+      for _ in range(2):
+        f = blank(prs).background.fill
+        f.solid()
+        f.fore_color.rgb = RGBColor(*rgb)
+    return _deck(build)
+  assert imp.evaluate_presentation_fill_to_rgb_distance(filled((0, 0, 255)), {"rgb": [0, 0, 255]}) == 1.0
+  assert imp.evaluate_presentation_fill_to_rgb_distance(filled((255, 255, 0)), {"rgb": [0, 0, 255]}) < 0.5
+
+  png = _png(np.full((10, 20, 3), 70))
+
+  def picture(left, top, width, height):
+    return _deck(lambda prs: blank(prs).shapes.add_picture(io.BytesIO(png), Emu(left), Emu(top), Emu(width), Emu(height)))
+  original = picture(Inches(1), Inches(1), Inches(2), Inches(1))
+  assert imp.check_image_stretch_and_center(picture(0, 0, Inches(10), Inches(7.5)), original) == 1.0
+  assert imp.check_image_stretch_and_center(original, original) == 0.0
+
+  def master_colours(*vals):
+    fills = "".join(f'<a:solidFill><a:srgbClr val="{v}"/></a:solidFill>' for v in vals)
+    return _zip_with(deck, "ppt/slideMasters/slideMaster1.xml", lambda x: x.replace(
+        "</p:sldMaster>", f'<p:extLst xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main">{fills}</p:extLst></p:sldMaster>'))
+  assert imp.check_page_number_colors(master_colours("E01010", "000000"), {"color": "red"}) == 1.0
+  assert imp.check_page_number_colors(master_colours("1010E0", "000000"), {"color": "red"}) == 0.0
+
+  def xcu(path, name, value):
+    return (f'<oor:items xmlns:oor="http://openoffice.org/2001/registry"><item oor:path="{path}">'
+            f'<prop oor:name="{name}" oor:op="fuse"><value>{value}</value></prop></item></oor:items>').encode()
+  presenter = "/org.openoffice.Office.Impress/Misc/Start"
+  assert imp.check_presenter_console_disable(xcu(presenter, "EnablePresenterScreen", "false")) == 1.0
+  assert imp.check_presenter_console_disable(xcu(presenter, "EnablePresenterScreen", "true")) == 0.0
+  assert imp.check_presenter_console_disable(None) == 0.0
+  save = "/org.openoffice.Office.Common/Save/Document"
+  assert imp.check_auto_saving_time(xcu(save, "AutoSaveTimeIntervall", "3"), {"minutes": 3}) == 1.0
+  assert imp.check_auto_saving_time(xcu(save, "AutoSaveTimeIntervall", "10"), {"minutes": 3}) == 0.0
+
+
+# ---- plain files, archives, pages and books (file_metrics) -----------------------------------------
+def test_file_metrics():
+  from mage_jax.agent.osworld import file_metrics as fm
+  assert fm.diff_text_file(b"a\nb\nc\nd", b"a\nb\nc\nd") == 1.0
+  assert fm.diff_text_file(b"a\nb\nc\nd", b"a\nb\nx\ny") == 0.5
+  assert fm.diff_text_file(None, b"a") == 0.0
+  assert fm.compare_python_pure_text(b"def f( x ):\n  return x\n", b"def f(x):\n    return x") == 1.0
+  assert fm.compare_python_pure_text(b"def f(x): return x", b"def f(x): return y") == 0.0
+  assert fm.check_pdf_pages(_pdf("one page"), {"relation": "eq", "ref_value": 1}) == 1.0
+  assert fm.check_pdf_pages(_pdf("one page"), {"relation": "gt", "ref_value": 1}) == 0.0
+  places = {"expected": ["Beijing Road 1", "Shanghai Street 2", "Shenzhen Lane 3"]}
+  assert fm.fuzzy_place_math(_docx("Beijing", "Shanghai", "Shenzhen"), places) > 0.4
+  assert fm.fuzzy_place_math(_docx("Beijing Shanghai"), places) == 0.0    # two words, not three
+  pdf = _pdf("report text")
+  assert fm.compare_zip_files(_zip({"a.txt": "x", "r.pdf": pdf}), _zip({"a.txt": "x", "r.pdf": _pdf("report text")})) == 1.0
+  assert fm.compare_zip_files(_zip({"a.txt": "x", "r.pdf": pdf}), _zip({"a.txt": "y", "r.pdf": pdf})) == 0.0
+  assert fm.compare_zip_files(_zip({"a.txt": "x"}), _zip({"a.txt": "x", "b.txt": ""})) == 0.0
+  page = b'<html><body><table class="t"><tr><td>1</td><td>2</td></tr></table></body></html>'
+  assert fm.compare_htmls(page, page) == 1.0
+  assert fm.compare_htmls(page, page.replace(b"<td>2", b"<td>3")) == 0.0
+  assert fm.compare_htmls(page, page.replace(b'class="t"', b'class="u"')) == 0.0
+  assert fm.is_expected_search_query({"url": "https://www.google.com/search?q=Nereida&hl=en"},
+                                     {"expect": {"pattern": r"www\.google\.com.*?/search\?q=Nereida&"}}) == 1.0
+  assert fm.is_expected_search_query({"url": "https://www.bing.com/search?q=Nereida&"},
+                                     {"expect": {"pattern": r"www\.google\.com.*?/search\?q=Nereida&"}}) == 0.0
+
+
+def test_conference_cities_and_epub():
+  import openpyxl
+  from mage_jax.agent.osworld import file_metrics as fm
+
+  def book(cities):
+    wb = openpyxl.Workbook()
+    for i, c in enumerate(cities, start=2):
+      wb.active.cell(row=i, column=3, value=c)
+    buf = io.BytesIO()
+    wb.save(buf)
+    return buf.getvalue()
+  want = {"expected": [f"City{i}" for i in range(20)] + [["Montreal", "Montréal"]]}
+  cities = [f"City{i}, Country" for i in range(20)]
+  assert fm.compare_conference_city_in_order(book(cities + ["Montréal, Canada"]), want) == 1.0
+  assert fm.compare_conference_city_in_order(book(cities + ["Toronto"]), want) == 0.0
+  assert fm.compare_conference_city_in_order(book(cities), want) == 0.0    # C22 empty
+
+  def epub(chapter, ident="id-1"):
+    return _zip({"toc.ncx": "<ncx>\n<navPoint id='x'/>\n</ncx>", "content.opf": f"<package>\n<dc:identifier>{ident}</dc:identifier>\n</package>",
+                 "ch1.html": f"<html><body><p>{chapter}</p>\n<p>end</p></body></html>"})
+  assert fm.compare_epub(epub("Once upon a time", "id-1"), epub("Once upon a time", "id-2")) == 1.0   # identifiers ignored
+  assert fm.compare_epub(epub("Once upon a time"), epub("Something else")) < 1.0
+  assert fm.compare_epub(None, epub("x")) == 0.0
