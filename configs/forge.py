@@ -44,6 +44,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.env = ml_collections.ConfigDict(dict(command_timeout=20.0))   # agent.env.EnvConfig fields
   c.llm = ml_collections.ConfigDict(dict(
       params=arg == "llm", reword=arg == "llm",   # LLM nodes in every workflow
+      judge=False,           # an LLM judge must agree that a rewording asks the same (forge/consistency.py)
       siblings=0,                                 # skills per round whose siblings an LLM proposes
       base_url="http://127.0.0.1:8000/v1", model="mage", max_tokens=512, temperature=0.0,
       max_retries=2,         # re-asks after an invalid reply (HTTP retries: http_retries)

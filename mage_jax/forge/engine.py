@@ -192,7 +192,7 @@ def round_row(st: RUN.RoundStats, budget: dict[str, int], success, c, skills) ->
           "frontier_budget_share": round(sum(budget[s] for s in frontier) / max(1, sum(budget.values())), 4),
           "rejections": dict(st.rejections), "rejections_by_node": dict(st.by_node),
           "rejections_by_skill": {s: dict(v) for s, v in st.by_skill.items()},
-          "llm": dict(st.llm), "llm_by_node": {n: dict(v) for n, v in sorted(st.llm_by_node.items())},
+          "consistency": dict(st.consistency), "llm": dict(st.llm), "llm_by_node": {n: dict(v) for n, v in sorted(st.llm_by_node.items())},
           "generate_seconds": round(st.generate_seconds, 1),
           "gating_seconds": round(st.gating_seconds, 1), "gated_fresh": len(gs),
           "gate_seconds_per_task": round(sum(gs) / max(1, len(gs)), 3), "error": st.error}
@@ -212,9 +212,10 @@ def summary(suite_dir: str, rounds: list[dict[str, Any]], seconds: float, n_skil
   pkgs = existing_packages(suite_dir)
   per_skill = collections.Counter(p["skills"][0] for p in pkgs if p.get("skills"))
   multi = sum(len(p.get("apps", [])) > 1 for p in pkgs)
-  rej = collections.Counter()
+  rej, consistency = collections.Counter(), collections.Counter()
   for r in rounds:
     rej.update(r["rejections"])
+    consistency.update(r.get("consistency", {}))
   llm, by_node = collections.Counter(), collections.defaultdict(collections.Counter)
   for r in rounds:
     llm.update(r["llm"])
@@ -230,7 +231,7 @@ def summary(suite_dir: str, rounds: list[dict[str, Any]], seconds: float, n_skil
                      "single_app": len(pkgs) - multi, "multi_app": multi,
                      "multi_app_share": round(multi / max(1, len(pkgs)), 4),
                      "skills_with_3_plus": sum(v >= 3 for v in per_skill.values())},
-          "rejections": dict(rej.most_common()),
+          "rejections": dict(rej.most_common()), "consistency": dict(sorted(consistency.items())),
           "cost": {**dict(llm), "dollars": round(dollars, 6), "attempts": attempts,
                    "dollars_per_accepted_task": round(dollars / max(1, len(pkgs)), 6),
                    "tokens_per_accepted_task": round((llm["prompt_tokens"] + llm["completion_tokens"])

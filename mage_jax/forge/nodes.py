@@ -43,6 +43,7 @@ class Context:
   seed: int
   client: Any = None                 # llm.ChatClient when the workflow has LLM nodes
   llm_calls: list = dataclasses.field(default_factory=list)  # llm.CallRecord of this run
+  gate_events: list = dataclasses.field(default_factory=list)  # consistency verdicts of reworded replies
 
 
 @dataclasses.dataclass
@@ -106,18 +107,25 @@ PARAMS_PROMPT = ("Skill {skill_id}: {description}\nPropose one new, realistic pa
 
 @dataclasses.dataclass
 class RewordNode(Node):
-  """An LLM rewords the instruction; the reply must keep every value the original quotes
-  (numbers, quoted strings, file names), else the original stays (the fallback)."""
+  """An LLM rewords the instruction. Every reply passes the consistency gate (forge/consistency.py:
+  literals, checker values, ordering / comparison / negation words) and, with config `judge`, an
+  LLM judge that must answer same=true; a reply that fails is fed back and retried, and when the
+  retries run out the original stays (the fallback). Every verdict goes to ctx.gate_events, so the
+  round report counts rejected rewordings by reason."""
   max_retries: int = 1
 
   def run(self, ctx: Context, fields: dict[str, Any]) -> dict[str, Any]:
-    original = fields["instruction"]
+    from mage_jax.forge import consistency
+    original, checker = fields["instruction"], fields.get("checker")
     keep = filecheck.literal_values(original)
 
     def check(value: dict[str, Any]) -> None:
-      lost = [v for v in keep if v not in value["instruction"]]
-      if lost:
-        raise ValueError(f"the instruction must keep the values {lost}")
+      found = consistency.problems(original, value["instruction"], checker)
+      if not found and self.config.get("judge"):
+        found = self._judge(ctx, original, value["instruction"], checker)
+      ctx.gate_events.append({"reasons": sorted({consistency.reason_of(p) for p in found})})
+      if found:
+        raise ValueError("the rewording changes what the task asks: " + "; ".join(found)[:300])
 
     node = LLMNode(self.name, REWORD_PROMPT, REWORD_SCHEMA, max_retries=self.max_retries,
                    fallback=lambda inputs: {"instruction": original}, check=check)
@@ -125,6 +133,16 @@ class RewordNode(Node):
                           seed=ctx.seed)
     ctx.llm_calls.append(rec)
     return dict(fields, instruction=value["instruction"])
+
+  def _judge(self, ctx: Context, original: str, reworded: str, checker: Any) -> list[str]:
+    from mage_jax.forge import consistency
+    judge = LLMNode(self.name + "_judge", consistency.JUDGE_PROMPT, consistency.JUDGE_SCHEMA,
+                    system=consistency.JUDGE_SYSTEM, max_retries=1,
+                    fallback=lambda inputs: {"same": False, "why": "no valid judge reply"})
+    verdict, rec = judge.run(ctx.client, consistency.judge_inputs(original, reworded, checker),
+                             skill=ctx.skill.id, seed=ctx.seed)
+    ctx.llm_calls.append(rec)
+    return [] if verdict["same"] else [f"judge_disagrees: {str(verdict.get('why', ''))[:150]}"]
 
 
 REWORD_PROMPT = ("Reword this task instruction for a computer-use agent without changing what it "

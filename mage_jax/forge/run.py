@@ -83,7 +83,7 @@ def generate_one(skill_id: str, seed: int, avoid: dict[str, list] | None) -> dic
   llm = _WORKER.get("llm") or {}
   skill = REGISTRY[skill_id]
   wf = default_workflow(skill, llm_params=bool(llm.get("params")), reword=bool(llm.get("reword")),
-                        avoid=avoid, max_retries=int(llm.get("max_retries", 2)))
+                        avoid=avoid, max_retries=int(llm.get("max_retries", 2)), judge=bool(llm.get("judge")))
   t0 = time.monotonic()
   out = wf.run(seed, NodeCache(_WORKER.get("node_cache")), _client())
   d = dataclasses.asdict(out)
@@ -140,6 +140,9 @@ class RoundStats:
   llm: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   llm_by_node: dict[str, collections.Counter] = dataclasses.field(   # LLM node -> the same counts
       default_factory=lambda: collections.defaultdict(collections.Counter))
+  # the consistency gate on reworded instructions: replies checked / rejected, rejections by reason,
+  # candidates whose every reply was rejected (the original instruction kept)
+  consistency: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   gate_seconds: list[float] = dataclasses.field(default_factory=list)
   generate_seconds: float = 0.0
   gating_seconds: float = 0.0
@@ -159,6 +162,20 @@ def count_call(counts: collections.Counter, call: dict[str, Any]) -> None:
   counts["fallbacks"] += int(call["fallback"])
   counts["calls"] += 1
   counts["micro_dollars"] += round(call["dollars"] * 1e6)
+
+
+def count_consistency(counts: collections.Counter, outcome: dict[str, Any]) -> None:
+  """One candidate's consistency verdicts (nodes.RewordNode) into a round's counter."""
+  events = outcome.get("gate_events") or []
+  for e in events:
+    counts["replies_checked"] += 1
+    if e["reasons"]:
+      counts["replies_rejected"] += 1
+      for r in e["reasons"]:
+        counts["rejected:" + r] += 1
+  if events:
+    counts["reworded"] += int(not events[-1]["reasons"])
+    counts["kept_original"] += int(bool(events[-1]["reasons"]))
 
 
 def run_round(c: dict[str, Any], k: int, budget: dict[str, int], avoid: dict[str, dict],
@@ -185,6 +202,7 @@ def run_round(c: dict[str, Any], k: int, budget: dict[str, int], avoid: dict[str
     for call in o["llm_calls"]:
       for counts in (st.llm, st.llm_by_node[call["node"]]):
         count_call(counts, call)
+    count_consistency(st.consistency, o)
     if o["package"] is None:
       st.reject(o["skill"], o["reason"], o["node"])
       continue

@@ -43,6 +43,7 @@ class Outcome:
   llm_calls: list[dict[str, Any]] = dataclasses.field(default_factory=list)
   cache_hits: int = 0
   node_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+  gate_events: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # consistency verdicts
 
 
 def skill_fingerprint(skill: Skill) -> str:
@@ -174,6 +175,7 @@ class Workflow:
           return out
         finally:
           out.llm_calls += [dataclasses.asdict(r) for r in ctx.llm_calls[n_calls:]]
+          out.gate_events = list(ctx.gate_events)
         if node.cacheable:
           cache.put(key, value)
       out.node_seconds[name] = time.monotonic() - t0
@@ -185,9 +187,11 @@ class Workflow:
 
 
 def default_workflow(skill: Skill, *, llm_params: bool = False, reword: bool = False,
-                     avoid: dict[str, list[Any]] | None = None, max_retries: int = 2) -> Workflow:
+                     avoid: dict[str, list[Any]] | None = None, max_retries: int = 2,
+                     judge: bool = False) -> Workflow:
   """The standard DAG of a skill (see the module docstring). `avoid` prunes value pools of the
-  sample node (a refinement round sets it from rejected tasks)."""
+  sample node (a refinement round sets it from rejected tasks); `judge` adds the LLM judge to the
+  reword node's consistency gate."""
   if llm_params:
     first = N.make("llm_params", "params", max_retries=max_retries)
   else:
@@ -196,7 +200,7 @@ def default_workflow(skill: Skill, *, llm_params: bool = False, reword: bool = F
   wiring = {"params": {"seed": "seed"}, "build": {"params": "params"}}
   fields = "build"
   if reword:
-    ns.append(N.make("llm_reword", "reword", max_retries=max_retries))
+    ns.append(N.make("llm_reword", "reword", max_retries=max_retries, **({"judge": True} if judge else {})))
     wiring["reword"] = {"fields": "build"}
     fields = "reword"
   ns += [N.make("setup"), N.make("checker"), N.make("prepare"), N.make("package"), N.make("file_gate")]
