@@ -548,8 +548,8 @@ def test_compare_table_freeze_zoom_and_cell_rules():
   assert f(book(value=None), None, rules=cell("gt", 2)) == 0.0                # an empty cell compares false
   t = _task("t")
   t["evaluator"]["options"] = {"rules": [{"type": "check_cell", "sheet_idx": 0, "coordinate": "A1",
-                                          "props": {"font_bold": {"method": "eq", "ref": True}}}]}
-  assert any("check_cell property 'font_bold'" in r for r in importer.convert(t, "x/t.json").reasons)
+                                          "props": {"font_strike": {"method": "eq", "ref": True}}}]}
+  assert any("check_cell property 'font_strike'" in r for r in importer.convert(t, "x/t.json").reasons)
 
 
 def test_compare_table_sheet_fuzzy_rule():
@@ -1019,3 +1019,81 @@ def test_conference_cities_and_epub():
   assert fm.compare_epub(epub("Once upon a time", "id-1"), epub("Once upon a time", "id-2")) == 1.0   # identifiers ignored
   assert fm.compare_epub(epub("Once upon a time"), epub("Something else")) < 1.0
   assert fm.compare_epub(None, epub("x")) == 0.0
+
+
+def test_vlc_settings_checks():
+  from mage_jax.agent.osworld import vlc_metrics as vm
+  rc = (b"[qt]\n# Show background cone (boolean)\n#qt-bgcone=1\nqt-bgcone=0\n#qt-max-volume=125\n"
+        b"qt-minimal-view=1\nglobal-key-play-pause=Ctrl+p\nqt-slider-colours=10;20;30;0;0;0;50;50;50;99;1;2\n"
+        b"#input-record-path=\ninput-record-path=/home/user/Desktop\n")
+  assert vm.check_qt_bgcone(rc, {"expected_qt_bgcone": 0}) == 1.0
+  assert vm.check_qt_bgcone(b"#qt-bgcone=1\n", {"expected_qt_bgcone": 0}) == 0.0
+  assert vm.check_qt_max_volume(rc, {"expected_qt_max_volume": 125}) == 1.0     # the commented default, as OSWorld reads it
+  assert vm.check_qt_max_volume(rc, {"expected_qt_max_volume": 200}) == 0.0
+  assert vm.check_qt_minimal_view(rc, {"expected_qt_minimal_view": 1}) == 1.0
+  assert vm.check_qt_minimal_view(b"", {"expected_qt_minimal_view": 1}) == 0.0
+  assert vm.check_one_instance_when_started_from_file(b"one-instance-when-started-from-file=0\n",
+                                                      {"expected_one_instance_when_started_from_file": 0}) == 1.0
+  assert vm.check_one_instance_when_started_from_file(b"", {"expected_one_instance_when_started_from_file": 0}) == 0.0
+  assert vm.check_global_key_play_pause(rc, {"expected_global_key_play_pause": 1}) == 1.0
+  assert vm.check_global_key_play_pause(b"#global-key-play-pause=\n", {"expected_global_key_play_pause": 1}) == 0.0
+  assert vm.check_qt_slider_colours(rc, {"type": "blackish"}) == 1.0
+  assert vm.check_qt_slider_colours(b"", {"type": "blackish"}) == 0.0          # VLC's default colours
+  assert vm.check_qt_slider_colours(b"", {"type": "match", "expected_qt_slider_colours": vm.SLIDER_DEFAULT}) == 1.0
+  assert vm.is_vlc_recordings_folder(rc, {"recording_file_path": "/home/user/Desktop"}) == 1.0
+  assert vm.is_vlc_recordings_folder(rc, {"recording_file_path": "/home/user/Videos"}) == 0.0
+  assert vm.is_vlc_recordings_folder(None, {"recording_file_path": "/home/user/Desktop"}) == 0.0
+
+
+def _xlsx(build):
+  import openpyxl
+  wb = openpyxl.Workbook()
+  build(wb.active)
+  buf = io.BytesIO()
+  wb.save(buf)
+  return buf.getvalue()
+
+
+def test_compare_table_style_row_and_validation_rules():
+  from openpyxl.formatting.rule import FormulaRule
+  from openpyxl.styles import Font, PatternFill
+  from openpyxl.worksheet.datavalidation import DataValidation
+  f = table_metrics.compare_table
+
+  def sheet(colour="FFFF0000", bold=True, hide=None, cf=None, dv=None):
+    def build(ws):
+      ws["A1"], ws["A2"] = "Total", 3
+      ws["A1"].font = Font(color=colour, bold=bold)
+      ws["A1"].fill = PatternFill("solid", fgColor="FF0000FF", bgColor="FF0000FF")
+      if hide:
+        ws.row_dimensions[hide].hidden = True
+      if cf:
+        ws.conditional_formatting.add("A2:A9", FormulaRule(formula=[cf], font=Font(color="FF00FF00")))
+      if dv:
+        v = DataValidation(type="list", formula1=dv)
+        v.add("D2:D29")
+        ws.add_data_validation(v)
+    return _xlsx(build)
+  style = lambda *props: [{"type": "style", "sheet_idx0": 0, "sheet_idx1": "EI0", "props": list(props)}]
+  assert f(sheet(), sheet(), rules=style("font_color", "bgcolor")) == 1.0
+  assert f(sheet(colour="FF000000"), sheet(), rules=style("font_color")) == 0.0
+  assert f(sheet(colour="FF000000"), sheet(), rules=style("bgcolor")) == 1.0
+  assert f(sheet(cf="MOD(A2,2)=1"), sheet(cf="MOD(A2,2)=1"), rules=style("font_color")) == 1.0
+  assert f(sheet(cf="MOD(A2,2)=0"), sheet(cf="MOD(A2,2)=1"), rules=style("font_color")) == 0.0
+  assert f(sheet(), sheet(cf="MOD(A2,2)=1"), rules=style("font_color")) == 0.0
+  rows = [{"type": "row_props", "sheet_idx0": 0, "sheet_idx1": "EI0", "props": ["hidden"]}]
+  assert f(sheet(hide=2), sheet(hide=2), rules=rows) == 1.0
+  assert f(sheet(), sheet(hide=2), rules=rows) == 0.0
+  cell = [{"type": "check_cell", "sheet_idx": 0, "coordinate": "A1", "props": {
+      "bgcolor": {"method": "eq", "ref": "FF0000FF"}, "font_color": {"method": "eq", "ref": "FFFF0000"},
+      "font_bold": {"method": "eq", "ref": True}, "value": {"method": "eq", "ref": "Total"}}}]
+  assert f(sheet(), None, rules=cell) == 1.0
+  assert f(sheet(bold=False), None, rules=cell) == 0.0
+  dv = [{"type": "data_validation", "sheet_idx": 0, "dv_props": [{
+      "ranges": {"method": "spreadsheet_range", "ref": ["D2:D29", "D2:D1048576"]}, "type": {"method": "eq", "ref": "list"},
+      "formula1": {"method": "str_set_eq", "ref": ["Pass", "Fail", "Held"]}}]}]
+  assert f(sheet(dv='"Held,Pass,Fail"'), None, rules=dv) == 1.0
+  assert f(sheet(dv='"Pass,Fail"'), None, rules=dv) == 0.0
+  assert f(sheet(), None, rules=dv) == 0.0                       # no validation at all
+  assert table_metrics.match_rule(5, {"method": "range.te", "ref": [0, 5]})
+  assert not table_metrics.match_rule(0, {"method": "range.te", "ref": [0, 5]})

@@ -23,16 +23,24 @@ Without rules: every sheet's cell values equal, sheet by sheet. options.rules, e
               >= threshold, default 85).
   freeze      {sheet_idx0, sheet_idx1}: the two sheets' frozen panes equal.
   zoom        {sheet_idx, method, ref}: the sheet's zoom (100 when unset) matches the rule.
-  check_cell  {sheet_idx, coordinate, props: {value: {method, ref}}}: the cell's value matches. A rule
-              {method, ref}: eq/ne/lt/le/gt/ge compare, approx:T is |value - ref| <= T (non-numbers
-              fail), re[.FLAG...] a regex search. Cell style props (font, colours) are refused at import.
+  check_cell  {sheet_idx, coordinate, props: {value or a style property: {method, ref}}}: each matches. A
+              rule {method, ref}: eq/ne/lt/le/gt/ge compare, approx:T is |value - ref| <= T (non-numbers
+              fail), re[.FLAG...] a regex search, spreadsheet_range [inner, outer] (cell ranges that
+              cover inner and lie within outer), str_set_eq/str_list_eq (a comma-separated string as a
+              set/list), range.XY [lo, hi] (X, Y: e inclusive, t strict). Style properties: table_styles.py.
+  style       {sheet_idx0, sheet_idx1, props}: every cell's listed style properties equal, and the
+              conditional formats (table_styles.py says how they stand in for OSWorld's evaluation).
+  row_props   {sheet_idx0, sheet_idx1, props}: the rows with their own settings, their listed
+              properties (hidden, height, ...) equal.
+  data_validation {sheet_idx, dv_props: [{attribute: rule}]}: at least len(dv_props) validations,
+              each matching one of dv_props (attributes: ranges, type, formula1, operator, ...).
   sheet_print {sheet_idx0, sheet_idx1, ignore_case?}: the sheets as LibreOffice prints them: the CSV
               exports a task's postconfig writes beside the workbook (`<book>-<sheet>.csv`), compared
               line by line (stripped, trailing blank lines dropped). With OSWorld's `multi` getters the
               result/expected is [workbook, csv...]; the importer names each CSV's sheet in the options
               (`result_csv_sheets`, `expected_csv_sheets`).
-Other rule types (chart, pivot_table, check_cell, style, freeze, ...: SUPPORTED_RULES lists what is
-here) are refused by the importer with the rule named.
+Other rule types (col_props, filter: SUPPORTED_RULES lists what is here) are refused by the importer
+with the rule named.
 """
 from __future__ import annotations
 
@@ -41,9 +49,11 @@ from typing import Any
 
 from openpyxl.utils import get_column_letter
 
+from mage_jax.agent.osworld import table_styles
+
 SUPPORTED_RULES = ("sheet_data", "sheet_name", "chart", "pivot_table", "freeze", "zoom", "check_cell", "sheet_fuzzy",
-                   "sheet_print")
-CELL_PROPS = ("value",)
+                   "sheet_print", "style", "row_props", "data_validation")
+CELL_PROPS = ("value",) + table_styles.STYLE_PROPS
 
 
 def match_rule(value: Any, rule: dict) -> bool:
@@ -64,6 +74,21 @@ def match_rule(value: Any, rule: dict) -> bool:
     try:
       return abs(float(value) - float(rule["ref"])) <= float(method.split(":", 1)[1])
     except (TypeError, ValueError):
+      return False
+  if method == "spreadsheet_range":   # ref [inner, outer]: the ranges cover inner and lie within outer
+    from openpyxl.worksheet.cell_range import MultiCellRange
+    if not isinstance(value, MultiCellRange):
+      value = MultiCellRange(str(value))
+    inner, outer = MultiCellRange(rule["ref"][0]), MultiCellRange(rule["ref"][1])
+    return all(r in value for r in inner) and all(r in outer for r in value)
+  if method in ("str_list_eq", "str_set_eq"):   # a comma-separated string (quotes stripped) as a list/set
+    kind = list if method == "str_list_eq" else set
+    return isinstance(value, str) and kind(value.strip("\"'").split(",")) == kind(rule["ref"])
+  if method.startswith("range."):   # range.XY [lo, hi]: X/Y are e (inclusive) or t (strict)
+    lo, hi = rule["ref"]
+    try:
+      return getattr(operator, "l" + method[6])(lo, value) and getattr(operator, "l" + method[7])(value, hi)
+    except TypeError:
       return False
   raise ValueError(f"unsupported value rule method {method!r}")
 
@@ -273,7 +298,20 @@ def compare_table(result: Any, expected: Any, rules: list[dict] | None = None, r
         return 0.0
     elif r["type"] == "check_cell":
       ws = _sheet(r["sheet_idx"], rbook, ebook)
-      if ws is None or not all(match_rule(ws[r["coordinate"]].value, rule) for rule in r["props"].values()):
+      if ws is None:
+        return 0.0
+      cell = ws[r["coordinate"]]
+      if not all(match_rule(cell.value if p == "value" else table_styles.cell_style(p, cell), rule)
+                 for p, rule in r["props"].items()):
+        return 0.0
+    elif r["type"] in ("style", "row_props"):
+      s1, s2 = _sheet(r["sheet_idx0"], rbook, ebook), _sheet(r["sheet_idx1"], rbook, ebook)
+      read = table_styles.sheet_styles if r["type"] == "style" else table_styles.rows
+      if s1 is None or s2 is None or read(s1, r.get("props", [])) != read(s2, r.get("props", [])):
+        return 0.0
+    elif r["type"] == "data_validation":
+      ws = _sheet(r["sheet_idx"], rbook, ebook)
+      if ws is None or not table_styles.validations_match(ws, r["dv_props"], match_rule):
         return 0.0
     elif r["type"] in ("chart", "pivot_table"):
       if raw is None:

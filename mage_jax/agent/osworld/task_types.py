@@ -26,7 +26,7 @@ import time
 from typing import Any, Callable
 
 from mage_jax.agent.osworld import (archive_metrics, browser_getters, document_metrics, file_metrics, image_metrics, impress_metrics,
-                                    pyautogui_steps, relative_time, rule_metrics, table_metrics, writer_metrics)
+                                    pyautogui_steps, relative_time, rule_metrics, table_metrics, vlc_metrics, writer_metrics)
 from mage_jax.agent.sandbox import Unreadable, sandbox_env
 from mage_jax.agent.tasks import checkers, preparers
 
@@ -166,7 +166,8 @@ for _module, _names in ((table_metrics, ("compare_table",)), (document_metrics, 
                                         "check_csv", "check_json", "compare_config", "is_expected_bookmarks",
                                         "check_thunderbird_prefs")),
                         (image_metrics, image_metrics.NAMES), (writer_metrics, writer_metrics.NAMES),
-                        (impress_metrics, impress_metrics.NAMES), (file_metrics, file_metrics.NAMES)):
+                        (impress_metrics, impress_metrics.NAMES), (file_metrics, file_metrics.NAMES),
+                        (vlc_metrics, vlc_metrics.NAMES)):
   METRICS.update({n: getattr(_module, n) for n in _names})
 METRICS["compare_archive"] = lambda r, e, **o: archive_metrics.compare_archive(r, e, METRICS, **o)
 INFEASIBLE = "infeasible"   # OSWorld's marker for a task the agent should refuse (no metric runs)
@@ -176,7 +177,7 @@ NEEDS_FILE = {"file_contains", "check_line_number", "compare_text_file", "compar
               "compare_docx_files", "compare_pptx_files", "compare_pdfs", "compare_images", "check_config_status",
               "compare_docx_tables", "compare_line_spacing", "check_structure_sim", "check_csv", "check_json",
               "compare_config", "check_thunderbird_prefs", "compare_archive"} | (
-                  set(image_metrics.NAMES + writer_metrics.NAMES + impress_metrics.NAMES + file_metrics.NAMES)
+                  set(image_metrics.NAMES + writer_metrics.NAMES + impress_metrics.NAMES + file_metrics.NAMES + vlc_metrics.NAMES)
                   - {"is_expected_search_query"})
 
 
