@@ -655,6 +655,16 @@ def test_tab_getters_read_the_sandboxed_chromium_through_its_devtools_port(tmp_p
     assert task_types.score(env, spec) == 1.0
     spec["metrics"][0]["expected"]["rules"]["expected"] = ["Paris"]
     assert task_types.score(env, spec) == 0.0
+    # OSWorld's `open` of a text file, as the importer maps it: a second launch hands the file to the
+    # running browser, which shows it in a new tab
+    from mage_jax.agent.tasks import preparers
+    preparers.run_preparer(env, {"type": "text", "path": "Desktop/my notes.txt", "content": "remember Oslo"})
+    viewed = importer.convert({"id": "v", "instruction": "x", "config": [{"type": "open", "parameters": {
+        "path": "/home/user/Desktop/my notes.txt"}}], "evaluator": {"func": "infeasible"}}, "v.json").package["setup"][-1]
+    preparers.run_preparer(env, viewed)
+    tabs = task_types.get(env, {"type": "open_tabs_info"})
+    assert sorted(t["url"] for t in tabs) == sorted([page, "file:///home/user/Desktop/my%20notes.txt"])
+    assert "remember Oslo" in task_types.get(env, {"type": "active_tab_info"})["content"]
   finally:
     env.close()
 

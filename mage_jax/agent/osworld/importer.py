@@ -5,7 +5,9 @@ options, postconfig, conj}. What maps where (docs/osworld_import.md):
   config launch        google-chrome/chromium -> `browser` (Chromium, normal window, profile in
                        ~/.config/chromium); socat (OSWorld's CDP relay) -> dropped, noted; else
                        `osworld_launch`
-  config open          `osworld_open` (LibreOffice/GIMP by extension)
+  config open          `osworld_open` (LibreOffice/GIMP by extension); a PDF, text or JSON file is
+                       shown in Chromium (an unmerged `osworld_browser` step with `viewer`: a second
+                       launch hands the file URL to the running browser as a tab)
   config execute/command  `script`; OSWorld's `echo password | sudo -S` / `sudo` prefixes are dropped
                        (the sandbox user owns its home); shell=true runs under /bin/sh like OSWorld;
                        pyautogui focus clicks/hotkeys -> dropped, noted
@@ -28,11 +30,13 @@ import os
 import re
 import shlex
 import shutil
+import urllib.parse
 from typing import Any
 
 from mage_jax.agent.osworld import archive_metrics, cache as cache_lib, pyautogui_steps, table_metrics, task_types
 
 CHROME = ("google-chrome", "chromium", "chromium-browser", "google-chrome-stable")
+VIEWED_IN_BROWSER = (".pdf", ".txt", ".json")   # config `open` of these: a Chromium tab on the file
 _SUDO = re.compile(r"echo\s+'?password'?\s*\|\s*sudo\s+-S\s+|\bsudo\s+(-S\s+)?")
 _NETWORK = re.compile(r"https?://|\bapt(-get)?\s+(install|update)|\bpip3?\s+install|\bsnap\s+install|\bwget\b|\bcurl\b")
 # domains whose app Debian does not package: refused with the reason (Makefile system-apps installs the rest)
@@ -106,7 +110,11 @@ def _setup_step(step: dict, i: int, res: Result, cache: cache_lib.Cache) -> dict
     else:
       return {"type": "osworld_launch", "argv": argv}
   elif t == "open":
-    if os.path.splitext(p.get("path", ""))[1].lower() not in task_types.OFFICE_APPS:
+    ext = os.path.splitext(p.get("path", ""))[1].lower()
+    if ext in VIEWED_IN_BROWSER:   # OSWorld's desktop opens these in Evince or gedit; Chromium shows them
+      res.notes.append(f"{where}: {p['path']} shown in Chromium (a stand-in for the desktop's viewer)")
+      return {"type": "osworld_browser", "urls": ["file://" + urllib.parse.quote(p["path"])], "viewer": True}
+    if ext not in task_types.OFFICE_APPS:
       res.reasons.append(f"{where}: no app here opens {p.get('path')!r}")
     else:
       return {"type": "osworld_open", "path": p["path"]}
@@ -244,11 +252,12 @@ def _checker(ev: dict, res: Result, cache: cache_lib.Cache) -> dict | None:
 
 def _merge_browser(setup: list[dict]) -> list[dict]:
   """OSWorld launches Chrome, then opens tabs in it (chrome_open_tabs): one browser step with every URL."""
-  first = next((s for s in setup if s["type"] == "osworld_browser"), None)
+  tabs = lambda s: s["type"] == "osworld_browser" and not s.get("viewer")   # a viewed file opens when it has been downloaded
+  first = next((s for s in setup if tabs(s)), None)
   if first is None:
     return setup
-  urls = [u for s in setup if s["type"] == "osworld_browser" for u in s["urls"]]
-  return [{**first, "urls": urls} if s is first else s for s in setup if s is first or s["type"] != "osworld_browser"]
+  urls = [u for s in setup if tabs(s) for u in s["urls"]]
+  return [{**first, "urls": urls} if s is first else s for s in setup if s is first or not tabs(s)]
 
 
 def convert(task: Any, source: str, cache_dir: str | None = None,

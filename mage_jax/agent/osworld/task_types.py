@@ -298,14 +298,25 @@ preparers.register("osworld_file", preparers.Extension(_run_file, _need("path", 
 preparers.register("osworld_launch", preparers.Extension(_run_launch, _need("argv")))
 
 
+HANDOFF_WAIT = 15.0   # s for a second Chromium launch to pass its URLs to the running one
+
+
 def _run_browser(target, spec, root):
   """Chromium (normal window, profile ~/.config/chromium) on OSWorld's URLs as tabs, with the DevTools
-  port the tab getters read (browser_getters.py)."""
+  port the tab getters read (browser_getters.py). When Chromium already runs (a file OSWorld opens in
+  its viewer, `viewer` steps), the URLs become new tabs of that browser."""
+  from mage_jax.agent import apps
   from mage_jax.agent.web import browser
   if getattr(target, "desktop", None) is None:
     raise preparers.SetupError("the browser needs a desktop; the task kind is 'terminal'")
-  browser.launch(target.desktop, list(spec["urls"]) or ["about:blank"], kiosk=False,
-                 extra=(f"--remote-debugging-port={browser_getters.DEVTOOLS_PORT}",))
+  running = any("chromium" in cls for cls, _, _ in apps.client_windows(target.desktop))
+  proc = browser.launch(target.desktop, list(spec["urls"]) or ["about:blank"], kiosk=False,
+                        extra=(f"--remote-debugging-port={browser_getters.DEVTOOLS_PORT}",))
+  if running:   # Chromium hands the URLs to the running browser as tabs and exits: wait for the handoff
+    try:
+      proc.wait(timeout=HANDOFF_WAIT)
+    except subprocess.TimeoutExpired:
+      raise preparers.SetupError(f"Chromium did not hand {spec['urls']} to the running browser within {HANDOFF_WAIT:.0f}s")
 
 
 def _run_gui(target, spec, root):
