@@ -45,5 +45,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       tool_protocol="text",             # openai: text (<tool_call> in the reply) | native (tools=)
       checkpoint="",                                              # checkpoint: an HF directory
       max_tokens=1024, temperature=0.0, top_p=1.0, greedy=True,
-      p_extra=0.5, p_invalid=0.1, seed=0))                        # noisy_teacher (harness/teacher.py)
+      p_extra=0.5, p_invalid=0.1, seed=0,                         # noisy_teacher (harness/teacher.py)
+      # sensitive_teacher (harness/teacher.py, a stand-in): per-call slip rate, the harness features
+      # that cut it ({feature: share cut}), extra tools it is drawn to ({tool: p per call}), and
+      # the chance a distractor's output makes the next call slip
+      p_slip=0.25, helps={}, distractors={}, derail=0.5))
   return c

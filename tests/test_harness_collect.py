@@ -19,7 +19,7 @@ TASKS = "term_hello_file,term_multiply,term_count_lines"
 
 
 def _config(**policy):
-  c = evolve_config.get_config("scripted,collect")
+  c = evolve_config.get_config("noisy,collect")  # the p_extra noise model below
   c.tasks, c.repeats, c.slots = TASKS, 2, 2
   c.episode.score_settle = 0.0
   c.policy.update(policy)

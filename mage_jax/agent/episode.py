@@ -38,6 +38,9 @@ class PolicyRequest:
   prompt_tokens: np.ndarray | None         # rendered prompt ending with "<|im_start|>assistant\n"
   images: list[np.ndarray]                 # the prompt's screenshots, smart-resized, in order
   resolve: Callable[[dict[str, Any]], dict[str, Any]]  # env.resolve ('@app.widget' refs)
+  harness: Any = None                      # the teacher harness variant the episode runs under (its
+                                           # prompt, tools and libraries are in the rendered prompt;
+                                           # a scripted stand-in teacher reads them here)
 
 
 @dataclasses.dataclass
@@ -47,6 +50,8 @@ class PolicyOutput:
   completion_ids: list[int] | None = None
   logprobs: list[float] | None = None
   output_tokens: int | None = None
+  prompt_tokens: int | None = None         # the endpoint's usage count (None: the rendered prompt's length)
+  dollars: float | None = None             # the endpoint's reply priced by its client (None: not priced)
 
 
 class Policy(Protocol):
@@ -86,6 +91,9 @@ class EpisodeResult:
   steps: int = 0
   model_calls: int = 0
   output_tokens: int = 0
+  prompt_tokens: int = 0                   # per call: the endpoint's usage, else the rendered prompt's length
+  dollars: float = 0.0                     # replies priced by the policy's client (0 for local policies)
+  priced_calls: int = 0                    # model calls whose reply carried a price
   gui_actions: int = 0
   terminal_actions: int = 0
   parse_errors: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -184,8 +192,12 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
                     steps=steps + [tr.Step(current, "", "", None)], screen_size=screen,
                     source="rollout", root=out_dir, tools=offered)
     prompt, images = render_prompt(renderer, ep, n)
-    out = policy.act(PolicyRequest(task, n, ep, prompt, images, env.resolve))
+    out = policy.act(PolicyRequest(task, n, ep, prompt, images, env.resolve, harness))
     res.model_calls += 1
+    res.prompt_tokens += out.prompt_tokens if out.prompt_tokens is not None else int(len(prompt))
+    if out.dollars is not None:
+      res.dollars += out.dollars
+      res.priced_calls += 1
     out_tokens = out.output_tokens
     if out_tokens is None:
       out_tokens = len(out.completion_ids) if out.completion_ids is not None else len(renderer.tok.encode(out.text))

@@ -50,6 +50,11 @@ def _row(name: str, rs: list[EpisodeResult]) -> dict[str, Any]:
           "mean_steps": sum(r.steps for r in scored) / n,
           "model_calls_per_task": sum(r.model_calls for r in scored) / n,
           "output_tokens_per_task": sum(r.output_tokens for r in scored) / n,
+          "prompt_tokens_per_task": sum(r.prompt_tokens for r in scored) / n,
+          "tokens_per_task": sum(r.prompt_tokens + r.output_tokens for r in scored) / n,
+          # the endpoint's priced replies; a policy that reports no price has 0 here (priced_calls 0)
+          "dollars_per_task": sum(r.dollars for r in scored) / n,
+          "priced_calls": sum(r.priced_calls for r in scored),
           "gui_share": gui / max(1, gui + term + extra), "terminal_share": term / max(1, gui + term + extra),
           "extra_share": extra / max(1, gui + term + extra),
           "parse_errors": sum(sum(r.parse_errors.values()) for r in scored),

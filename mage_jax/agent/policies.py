@@ -47,6 +47,19 @@ class ScriptedPolicy:
     return PolicyOutput(text=tools.format_response(think, summary, call["name"], args))
 
 
+def wrong_call(call: dict[str, Any]) -> dict[str, Any]:
+  """A slip in place of `call` (the noisy scripted student and teachers): a bash command becomes
+  the no-op `true`, a click lands on the screen corner, typed text is reversed."""
+  args = dict(call.get("arguments") or {})
+  if call["name"] == "bash":
+    return {"name": "bash", "arguments": {"command": "true"}, "action": "Run `true` (a wrong step)"}
+  if "coordinate" in args:
+    args["coordinate"] = [0, 0]
+  elif "text" in args:
+    args["text"] = args["text"][::-1] + "x"
+  return dict(call, arguments=args, action="A wrong step")
+
+
 # ---- prompt tokens -> chat messages ------------------------------------------------------------
 _TURN_RE = re.compile(r"<\|im_start\|>(system|user|assistant)\n(.*?)(?:<\|im_end\|>\n?|$)", re.DOTALL)
 _IMAGE_RE = re.compile(r"<\|vision_start\|>(?:<\|image_pad\|>)+<\|vision_end\|>")
@@ -149,7 +162,8 @@ class OpenAIChatPolicy:
       logprobs = [float(c["logprob"]) for c in choice["logprobs"]["content"]]
     return PolicyOutput(text=text, prompt_ids=resp.get("prompt_token_ids") or choice.get("prompt_token_ids"),
                         completion_ids=choice.get("token_ids"), logprobs=logprobs,
-                        output_tokens=reply.usage.completion_tokens)
+                        output_tokens=reply.usage.completion_tokens, prompt_tokens=reply.usage.prompt_tokens,
+                        dollars=reply.dollars)
 
 
 def native_calls_as_text(tool_calls: Any) -> str:

@@ -16,6 +16,10 @@ def make_policy_factory(p):
   if p.kind == "noisy_teacher":  # harness/teacher.py: scripted, with a documented noise model
     from mage_jax.harness.teacher import NoisyScriptedTeacher
     return lambda task: NoisyScriptedTeacher(p_extra=p.p_extra, p_invalid=p.p_invalid, seed=p.seed)
+  if p.kind == "sensitive_teacher":  # harness/teacher.py: a stand-in whose slips the harness changes
+    from mage_jax.harness.teacher import HarnessSensitiveTeacher
+    HarnessSensitiveTeacher(p.p_slip, dict(p.helps), dict(p.distractors), p.derail, p.seed)  # bad config: fail now
+    return lambda task: HarnessSensitiveTeacher(p.p_slip, dict(p.helps), dict(p.distractors), p.derail, p.seed)
   if p.kind == "openai":
     from mage_jax.llm.client import from_config
     shared = from_config(p)  # one client: its concurrency limit spans the episodes running at once
@@ -28,7 +32,7 @@ def make_policy_factory(p):
     shared = policies.CheckpointPolicy(p.checkpoint, max_new_tokens=p.max_tokens, greedy=p.greedy,
                                        temperature=p.temperature, top_p=p.top_p)
     return lambda task: shared
-  raise ValueError(f"unknown policy.kind {p.kind!r}; expected scripted | noisy_teacher | openai | checkpoint")
+  raise ValueError(f"unknown policy.kind {p.kind!r}; expected scripted | noisy_teacher | sensitive_teacher | openai | checkpoint")
 
 
 def load_tasks(c):

@@ -18,8 +18,8 @@ from mage_jax.evolve.search import AuthorNode, Proposal, Score, SearchSpace, rul
 from mage_jax.harness.variant import HarnessVariant
 
 Evaluate = Callable[[HarnessVariant], tuple[dict[str, Any], list[str]]]
-TABLE_METRICS = ("success_rate", "mean_steps", "output_tokens_per_task", "invalid_call_rate",
-                 "gui_share", "terminal_share", "extra_share")
+TABLE_METRICS = ("success_rate", "mean_steps", "output_tokens_per_task", "tokens_per_task", "dollars_per_task",
+                 "invalid_call_rate", "gui_share", "terminal_share", "extra_share")
 
 
 @dataclasses.dataclass
@@ -46,6 +46,7 @@ class EvolveResult:
   best: Record
   rejected: dict[str, int]        # LLM proposals rejected, by reason
   generations: int
+  heldout: dict[str, Any] | None = None   # evolve/heldout.compare: the finalists on held-out tasks
 
 
 def select(records: Sequence[Record], score: Score) -> Record:
@@ -71,7 +72,11 @@ def _fmt(v: Any) -> str:
 
 def evolve(seed: HarnessVariant, evaluate: Evaluate, score: Score, space: SearchSpace, *,
            generations: int = 3, max_children: int = 8, author: AuthorNode | None = None,
-           log_path: str | None = None, on_record: Callable[[Record], None] | None = None) -> EvolveResult:
+           log_path: str | None = None, on_record: Callable[[Record], None] | None = None,
+           heldout: Callable[[HarnessVariant], tuple[dict[str, Any], dict[str, float]]] | None = None,
+           finalists: int = 3) -> EvolveResult:
+  """The search (module docstring); with `heldout` (variant -> (row, {episode id: success})), the
+  top `finalists` variants and the seed are compared on held-out tasks (evolve/heldout.py)."""
   records: list[Record] = []
   seen: set[str] = set()
   rejected: dict[str, int] = {}
@@ -108,7 +113,11 @@ def evolve(seed: HarnessVariant, evaluate: Evaluate, score: Score, space: Search
     if new_best is best:
       break
     best = new_best
-  return EvolveResult(records, best, rejected, gen)
+  held = None
+  if heldout is not None:
+    from mage_jax.evolve import heldout as H
+    held = H.compare(records, score, heldout, finalists)
+  return EvolveResult(records, best, rejected, gen, held)
 
 
 def failure_excerpts(results, k: int = 3, chars: int = 300) -> list[str]:

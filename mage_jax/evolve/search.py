@@ -1,9 +1,10 @@
 """What harness evolution compares and proposes: the score, the rule-based proposer and the LLM
 authoring node.
 
-Score: a lexicographic spec such as "success_rate:max:0.03,mean_steps:min" over a variant's
+Score: a lexicographic spec such as "success_rate:max:0.03,dollars_per_task:min" over a variant's
 evaluation row (agent/evaluation.py `_row`: success_rate, mean_steps, output_tokens_per_task,
-invalid_call_rate, gui_share, terminal_share, extra_share, ...). The first metric decides (up to
+prompt_tokens_per_task, tokens_per_task, dollars_per_task (`priced`), invalid_call_rate,
+gui_share, terminal_share, extra_share, ...). The first metric decides (up to
 its optional tolerance), the next breaks ties.
 
 Proposals are config diffs (variant.apply_diff): the rule-based proposer enumerates one-step
@@ -22,7 +23,19 @@ from mage_jax.forge import llm
 from mage_jax.harness.variant import HarnessVariant, VariantError
 
 METRICS = ("success_rate", "mean_steps", "output_tokens_per_task", "invalid_call_rate", "gui_share",
-           "terminal_share", "extra_share", "mean_score", "model_calls_per_task")
+           "terminal_share", "extra_share", "mean_score", "model_calls_per_task", "prompt_tokens_per_task",
+           "tokens_per_task", "dollars_per_task")
+
+
+def priced(row: dict[str, Any], prices: Any, model: str) -> dict[str, Any]:
+  """`row` with `dollars_per_task` and its source: the endpoint's priced replies ("usage") when
+  the policy reported any, else its prompt + completion tokens priced by `prices` (an
+  llm.pricing.PriceTable) as `model` ("price_table": a scripted teacher's counted tokens)."""
+  if row.get("priced_calls"):
+    return dict(row, dollars_source="usage")
+  return dict(row, dollars_source="price_table",
+              dollars_per_task=prices.dollars(model, round(row.get("prompt_tokens_per_task", 0)),
+                                              round(row.get("output_tokens_per_task", 0))))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Any
 
-from mage_jax.agent.policies import ScriptedPolicy
+from mage_jax.agent.policies import ScriptedPolicy, wrong_call
 from mage_jax.forge.rounds import NoiseModel
 
 
@@ -24,22 +23,11 @@ class NoisyScriptedPolicy(ScriptedPolicy):
     i = request.t - 1
     if i < len(calls) and (calls[i].get("arguments") or {}).get("action") != "terminate" \
         and self.rng.random() < self.p:
-      wrong = self._wrong(calls[i])
+      wrong = wrong_call(calls[i])
       task = dataclasses.replace(request.task, references=[{"channel": "hybrid", "calls": [
           *calls[:i], wrong, *calls[i + 1:]]}])
       return super().act(dataclasses.replace(request, task=task))
     return super().act(request)
-
-  @staticmethod
-  def _wrong(call: dict[str, Any]) -> dict[str, Any]:
-    args = dict(call.get("arguments") or {})
-    if call["name"] == "bash":
-      return {"name": "bash", "arguments": {"command": "true"}, "action": "Run `true` (a wrong step)"}
-    if "coordinate" in args:
-      args["coordinate"] = [0, 0]
-    elif "text" in args:
-      args["text"] = args["text"][::-1] + "x"
-    return dict(call, arguments=args, action="A wrong step")
 
 
 def student_factory(noise: NoiseModel, round_k: int):
