@@ -1107,3 +1107,45 @@ def test_compare_table_style_row_and_validation_rules():
   assert f(sheet(), None, rules=dv) == 0.0                       # no validation at all
   assert table_metrics.match_rule(5, {"method": "range.te", "ref": [0, 5]})
   assert not table_metrics.match_rule(0, {"method": "range.te", "ref": [0, 5]})
+
+
+def test_thunderbird_filters_and_sqlite_query():
+  import sqlite3
+  from mage_jax.agent.osworld import file_metrics
+  rules = (b'version="9"\nlogging="no"\nname="Promo"\nenabled="yes"\ntype="17"\naction="Move to folder"\n'
+           b'actionValue="mailbox://nobody@Local%20Folders/Promotions"\ncondition="AND (subject,contains,discount)"\n'
+           b'name="Fwd"\nenabled="no"\ntype="17"\naction="Forward"\nactionValue="a@b.org"\ncondition="ALL"\n')
+  promo = {"enabled": "yes", "action": "Move to folder", "actionValue": "mailbox://nobody@Local%20Folders/Promotions",
+           "condition": ["AND (subject,contains,discount)"]}
+  f = rule_metrics.check_thunderbird_filter
+  assert f(rules, {"expect": [promo]}) == 1.0
+  assert f(rules, {"expect": [{**promo, "condition": ["AND (subject,contains,sale)"]}]}) == 0.0
+  assert f(rules, {"expect": [{"action": "Forward", "enabled": "yes", "condition": ["ALL"]}]}) == 0.0   # that one is disabled
+  assert f(rules, {"expect": [promo], "unexpect": [{"action": "Forward"}]}) == 0.0
+  assert f(None, {"expect": [promo]}) == 0.0
+  db = sqlite3.connect(":memory:")
+  db.executescript("create table messages(id, folderID); insert into messages values (1, 13), (2, 4);")
+  data = db.serialize()
+  assert file_metrics.run_sqlite3(data, {"sql": "select sum(1) > 0 from messages where folderID = 13"}) == 1.0
+  assert file_metrics.run_sqlite3(data, {"sql": "select sum(1) > 0 from messages where folderID = 99"}) == 0.0   # NULL
+  assert file_metrics.run_sqlite3(b"not a database", {"sql": "select count(*) from messages"}) == 0.0
+
+
+def test_postconfig_open_of_the_gold_workbook(monkeypatch):
+  """OSWorld opens its gold workbook in Calc after the agent's (so Calc re-saves it with computed
+  values): the importer keeps the step for office files and refuses others; the checker opens the
+  file in its app before the metrics run."""
+  from mage_jax.agent import apps
+  task = {"id": "g", "instruction": "fill the blanks", "config": [], "evaluator": {
+      "func": "compare_table", "result": {"type": "vm_file", "path": "/home/user/x.xlsx", "dest": "x.xlsx"},
+      "expected": {"type": "vm_file", "path": "/home/user/gold.xlsx", "dest": "gold.xlsx"},
+      "postconfig": [{"type": "open", "parameters": {"path": "/home/user/gold.xlsx"}}]}}
+  res = importer.convert(task, "x/g.json")
+  assert not res.reasons and res.package["checker"]["postconfig"] == [{"type": "open", "path": "/home/user/gold.xlsx"}]
+  task["evaluator"]["postconfig"] = [{"type": "open", "parameters": {"path": "/home/user/notes.pdf"}}]
+  assert any("postconfig[0]: no app here opens" in r for r in importer.convert(task, "x/g.json").reasons)
+  opened = []
+  monkeypatch.setattr(apps, "launch", lambda desktop, app, path: opened.append((app, path)))
+  ctx = types.SimpleNamespace(desktop=object())
+  task_types._postconfig(ctx, [{"type": "open", "path": "/home/user/gold.xlsx"}])
+  assert opened == [("calc", "/home/user/gold.xlsx")]

@@ -16,6 +16,8 @@ documented semantics (our code). Files arrive as bytes (None when absent: score 
                             content.opf without dc:identifier lines, each .html re-serialised without
                             line breaks), then the product over the sorted parts of diff_text_file
   is_expected_search_query  rules {expect: {pattern}}: the regex is found in the active tab's URL
+  run_sqlite3               rules {sql}: the first column of the query's first row over the SQLite
+                            database (opened in memory on the host; NULL counts 0)
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import difflib
 import io
 import operator
 import re
+import sqlite3
 import zipfile
 from typing import Any
 
@@ -168,5 +171,19 @@ def is_expected_search_query(result: Any, rules: dict, **_) -> float:
   return float(url is not None and re.search(rules["expect"]["pattern"], url) is not None)
 
 
-NAMES = ("diff_text_file", "compare_python_pure_text", "check_pdf_pages", "fuzzy_place_math", "compare_zip_files",
+def run_sqlite3(result: bytes | None, rules: dict, **_) -> float:
+  if not result:
+    return 0.0
+  db = sqlite3.connect(":memory:")
+  try:
+    db.deserialize(result)
+    row = db.execute(rules["sql"]).fetchone()
+  except sqlite3.DatabaseError:   # not a database, or the query doesn't fit it
+    return 0.0
+  finally:
+    db.close()
+  return float((row[0] if row else 0) or 0)
+
+
+NAMES = ("run_sqlite3", "diff_text_file", "compare_python_pure_text", "check_pdf_pages", "fuzzy_place_math", "compare_zip_files",
          "compare_htmls", "compare_conference_city_in_order", "compare_epub", "is_expected_search_query")

@@ -241,6 +241,10 @@ def _checker(ev: dict, res: Result, cache: cache_lib.Cache) -> dict | None:
                for path, src in _cached_files(params, f"evaluator.postconfig[{j}]: download", "files/post", res, cache)]
     elif t == "close_window":
       post.append(step)
+    elif t == "open" and os.path.splitext(params.get("path", ""))[1].lower() in task_types.OFFICE_APPS:
+      post.append({"type": "open", "path": params["path"]})   # e.g. the gold workbook, re-saved by Calc
+    elif t == "open":
+      res.reasons.append(f"evaluator.postconfig[{j}]: no app here opens {params.get('path')!r}")
     elif t == "activate_window":
       res.notes.append(f"evaluator.postconfig[{j}]: dropped activate_window")
     else:

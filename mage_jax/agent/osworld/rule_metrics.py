@@ -25,6 +25,12 @@
   check_thunderbird_prefs    a prefs.js (`user_pref("key", JSON value);` lines): every rules.expect
                              {key: value rule} key is present with a matching value, no rules.unexpect
                              {key: value rule} matches
+  check_thunderbird_filter   a msgFilterRules.dat: filters as `name=`, `enabled=`, `type=`, `action=`,
+                             `actionValue=`, `condition=` lines (quoted values; a filter counts once
+                             its condition line is read, the last action line wins, the condition is
+                             split into its `AND|OR (field,op,value)` and `ALL` terms); every
+                             rules.expect record ({field: value}, all equal) matches some filter, no
+                             rules.unexpect record matches any
   is_extension_installed     rules {type: contain | not_contain, expected}: a substring of the output
   check_config_status        a GIMP-style config file `(key ... value)` lines: one line whose first
                              item is rules.key (or whose first two are the two keys of a list) and whose
@@ -188,6 +194,39 @@ def check_thunderbird_prefs(result: Any, rules: dict, **_) -> float:
     elif m["key"] in unexpect and match_rule(value, unexpect[m["key"]]):
       return 0.0
   return float(all(seen.values()))
+
+
+_FILTER_FIELDS = ("name", "enabled", "type", "action", "actionValue", "condition")
+_CONDITION = re.compile(r"""\b(?:AND|OR) \((?:[\w ]+),(?:[\w ']+),(?:"(?:(?:[^"]|\")+)"|(?:[^)]+))\)|\bALL\b""")
+
+
+def thunderbird_filters(text: str) -> list[dict[str, Any]]:
+  filters, current = [], {}
+  for line in text.splitlines():
+    key, eq, value = line.partition("=")
+    if not eq or key not in _FILTER_FIELDS:
+      continue
+    value = value.strip()
+    value = value[1:-1] if len(value) >= 2 and value[0] == value[-1] == '"' else value
+    value = value.replace('\\"', '"').replace("\\\\", "\\")
+    if key == "name":
+      current = {"name": value}
+    elif key == "condition":
+      current["condition"] = _CONDITION.findall(value)
+      filters.append(current)
+    else:
+      current[key] = value
+  return filters
+
+
+def check_thunderbird_filter(result: Any, rules: dict, **_) -> float:
+  text = _text(result)
+  if text is None:
+    return 0.0
+  filters = thunderbird_filters(text)
+  match = lambda record, f: all(k in f and f[k] == v for k, v in record.items())
+  return float(all(any(match(r, f) for f in filters) for r in rules.get("expect", [])) and
+               not any(match(r, f) for r in rules.get("unexpect", []) for f in filters))
 
 
 def is_extension_installed(result: Any, rules: dict, **_) -> float:

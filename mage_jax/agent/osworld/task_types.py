@@ -11,7 +11,8 @@ Checker (`osworld_output` when a metric reads the terminal output, so the output
     vm_terminal_output (the last bash call's output), vm_file, list_directory, and the Chrome
     preference getters (enable_do_not_track, enable_enhanced_safety_browsing, default_search_engine,
     profile_name; Chromium's profile in ~/.config/chromium stands in for google-chrome's).
-    Metrics: METRICS below. postconfig: sleep, hotkey (pressed on the desktop) and execute/command/launch steps run first.
+    Metrics: METRICS below. postconfig: sleep, hotkey (pressed on the desktop), execute/command/launch
+    steps and `open` (a file in its app, as the osworld_open preparer) run first.
 """
 from __future__ import annotations
 
@@ -164,7 +165,7 @@ for _module, _names in ((table_metrics, ("compare_table",)), (document_metrics, 
                         (rule_metrics, ("check_direct_json_object", "is_expected_url_pattern_match", "is_expected_active_tab",
                                         "is_extension_installed", "check_config_status", "is_expected_tabs",
                                         "check_csv", "check_json", "compare_config", "is_expected_bookmarks",
-                                        "check_thunderbird_prefs")),
+                                        "check_thunderbird_prefs", "check_thunderbird_filter")),
                         (image_metrics, image_metrics.NAMES), (writer_metrics, writer_metrics.NAMES),
                         (impress_metrics, impress_metrics.NAMES), (file_metrics, file_metrics.NAMES),
                         (vlc_metrics, vlc_metrics.NAMES)):
@@ -176,7 +177,7 @@ NEEDS_FILE = {"file_contains", "check_line_number", "compare_text_file", "compar
               "check_json_settings", "compare_font_names", "is_first_line_centered", "check_list",
               "compare_docx_files", "compare_pptx_files", "compare_pdfs", "compare_images", "check_config_status",
               "compare_docx_tables", "compare_line_spacing", "check_structure_sim", "check_csv", "check_json",
-              "compare_config", "check_thunderbird_prefs", "compare_archive"} | (
+              "compare_config", "check_thunderbird_prefs", "check_thunderbird_filter", "compare_archive"} | (
                   set(image_metrics.NAMES + writer_metrics.NAMES + impress_metrics.NAMES + file_metrics.NAMES + vlc_metrics.NAMES)
                   - {"is_expected_search_query"})
 
@@ -198,6 +199,10 @@ def _postconfig(ctx, steps: list[dict]) -> dict[str, bytes]:
     elif step["type"] == "close_window":   # e.g. Thunderbird, so it writes its prefs before they are read
       if desktop is not None:
         close_window(desktop, p["window_name"], bool(p.get("strict")), bool(p.get("by_class")))
+    elif step["type"] == "open":   # a file in its real app (OSWorld opens the gold workbook so Calc re-saves it)
+      if desktop is not None:
+        from mage_jax.agent import apps
+        apps.launch(desktop, OFFICE_APPS[os.path.splitext(step["path"])[1].lower()], step["path"])
     elif step["type"] == "sleep":   # OSWorld waits for its VM; a local sandbox settles in far less
       time.sleep(min(float(p["seconds"]), POSTCONFIG_SLEEP_CAP))
     elif step["type"] == "file":   # a cached download (an evaluation script) written into the sandbox
