@@ -14,8 +14,10 @@ import collections
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
+
+from _loopback_http import LoopbackServer
 
 # api.openai.com's chat.completions.create parameters (the `openai` SDK's keyword arguments)
 CHAT_FIELDS = frozenset({
@@ -27,7 +29,7 @@ CHAT_FIELDS = frozenset({
     "verbosity", "web_search_options"})
 
 
-class StrictStub:
+class StrictStub(LoopbackServer):
   def __init__(self, key: str, responder: Callable[[dict[str, Any]], dict[str, Any] | str] | None = None,
                *, rate: int = 1000, window_s: float = 1.0, hold_s: float = 0.0,
                usage: dict[str, Any] | None = None):
@@ -41,20 +43,7 @@ class StrictStub:
     self.in_flight = self.peak_in_flight = 0
     self._times: collections.deque[float] = collections.deque()
     self._lock = threading.Lock()
-    self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-    self.httpd.daemon_threads = True
-    self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-    threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-  def close(self) -> None:
-    self.httpd.shutdown()
-    self.httpd.server_close()
-
-  def __enter__(self) -> "StrictStub":
-    return self
-
-  def __exit__(self, *exc) -> None:
-    self.close()
+    super().__init__(self._handler())
 
   def statuses(self) -> list[int]:
     return [r["status"] for r in self.requests]

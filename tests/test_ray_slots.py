@@ -194,6 +194,33 @@ def test_a_rollout_policy_copy_brings_its_samples_and_screenshots_back():
 
 
 @pytest.mark.timeout(300)
+def test_an_episode_on_an_env_node_stamps_each_call_with_the_version_served_then(cluster, tmp_path):
+  """RL over Ray: the policy runs inside the env node's actor and reads each call's version off
+  the engine there (GET /weight_info), so a weight sync landing while call 1 is in flight gives
+  call 2 the new version; a snapshot pickled with the job would stamp both 0."""
+  from mage_jax.bench.fleet_sim import WaitEnv
+  from mage_jax.rl.rollout_client import RolloutClient
+  from mage_jax.rl.rollouts import HarnessRollouts, RolloutContext, ServedVersion
+  from tests._engine_stub import TERMINATE, WAIT, ScriptedEngine
+  c, _ = cluster
+  task = TASKS["term_hello_file"]
+  cfg = EpisodeConfig(out_dir=str(tmp_path), score_settle=0, max_steps=2)
+  learner_counter = [0]     # the learner's record: it never moves in this test
+  with ScriptedEngine([WAIT, TERMINATE]) as engine:
+    client = RolloutClient(engine.url, "mage", timeout=60)
+    engine.on_call = lambda i: i == 0 and client.update_weight_version("1")
+    ctx = RolloutContext(client, ServedVersion(client, lambda: learner_counter[0]), max_tokens=3)
+    rollouts = HarnessRollouts([task], WaitEnv, cfg, 1, group_queue="shared",
+                               pool_factory=lambda: make_pool("ray", WaitEnv, cfg, 1, ray_address=c.address))
+    try:
+      group = rollouts(ctx, task.id, 1, "g0")
+    finally:
+      rollouts.close()
+  assert group.env_errors == 0 and engine.calls == 2
+  assert [s.version for s in group.episodes[0].samples] == [0, 1] and group.version == 0
+
+
+@pytest.mark.timeout(300)
 def test_pools_created_from_16_threads_at_once_share_one_ray_connection(cluster, tmp_path):
   """ray.init is not thread-safe (a second concurrent call raises 'called ray.init twice');
   ray_slots.connect serialises it, so 16 rollout threads may each build a pool at once."""

@@ -63,6 +63,54 @@ def test_rollout_policy_is_token_in_token_out_and_stamps_the_served_version():
 
 
 
+def test_a_sync_between_two_calls_of_one_episode_stamps_each_call_with_its_own_version(tmp_path):
+  """The harness over the local pool and a loopback engine: a weight sync (its label step, as
+  weight_sync does it) lands while call 1 is in flight. Call 1 keeps the version read before it
+  (0, conservative), call 2 gets 1; the learner's counter never moved, so both come from the
+  engine. The group's version is the older one and the lag accounting counts each sample's own."""
+  from mage_jax.agent.episode import EpisodeConfig
+  from mage_jax.agent.tasks.builtin import builtin_packages
+  from mage_jax.bench.fleet_sim import WaitEnv
+  from mage_jax.rl.admission import AdmissionWindow
+  from mage_jax.rl.loop import rollout_stats
+  from mage_jax.rl.rollouts import HarnessRollouts, ServedVersion
+  from tests._engine_stub import TERMINATE, WAIT, ScriptedEngine
+  task = builtin_packages()[0]
+  learner_counter = [0]
+  with ScriptedEngine([WAIT, TERMINATE]) as engine:
+    client = RolloutClient(engine.url, "mage", timeout=30)
+    engine.on_call = lambda i: i == 0 and client.update_weight_version("1")
+    ctx = RolloutContext(client, ServedVersion(client, lambda: learner_counter[0]), max_tokens=3)
+    rollouts = HarnessRollouts([task], WaitEnv, EpisodeConfig(out_dir=str(tmp_path), score_settle=0,
+                                                               max_steps=2), 1, group_queue="shared")
+    try:
+      group = rollouts(ctx, task.id, 1, "g0")
+    finally:
+      rollouts.close()
+  samples = group.episodes[0].samples
+  assert [s.version for s in samples] == [0, 1] and group.version == 0 and engine.calls == 2
+  stats = rollout_stats([group], samples, version=1, lag=3)   # stamps frozen at 0: 0 and 2
+  assert (stats["staleness_0"], stats["staleness_1"], stats["max_staleness"]) == (1.0, 1.0, 1.0)
+  # stale by its oldest call: at learner version 4 the group (version 0) is refused, at 3 admitted
+  assert not AdmissionWindow(3).is_fresh(group.version, 4) and AdmissionWindow(3).is_fresh(group.version, 3)
+
+
+def test_the_engines_per_choice_weight_versions_stamp_the_call_exactly():
+  """vLLM 0.33 says which weights sampled the tokens: that wins over the pre-call read (the sync
+  landed before call 1 was sampled, so call 1 is version 1 too); a non-integer label is refused."""
+  from mage_jax.rl.rollouts import ServedVersion
+  from tests._engine_stub import WAIT, ScriptedEngine
+  with ScriptedEngine([WAIT], spans=True) as engine:
+    client = RolloutClient(engine.url, "mage", timeout=30)
+    engine.on_call = lambda i: i == 0 and client.update_weight_version("1")
+    pol = RolloutPolicy(RolloutContext(client, ServedVersion(client, lambda: 0), max_tokens=3), "t", "t-e0")
+    pol.act(request())
+    assert pol.samples[0].version == 1
+    client.update_weight_version("v2")
+    with pytest.raises(RolloutError, match=r"weight_info: weight version label 'v2' is not an integer"):
+      pol.act(request())
+
+
 def test_rollout_policy_sends_screenshots_through_chat_and_checks_the_pad_count():
   # A rendered user turn with one 64x96 screenshot: (64/16)(96/16)/4 = 6 merged tokens.
   image = np.random.default_rng(0).integers(0, 255, (64, 96, 3), dtype=np.uint8)

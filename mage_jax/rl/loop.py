@@ -39,7 +39,8 @@ from mage_jax.rl.admission import AdmissionWindow
 from mage_jax.rl.batch import RLSample, pack_rl_batch
 from mage_jax.rl.rollout_client import RolloutClient
 from mage_jax.rl import engine_address
-from mage_jax.rl.rollouts import GROUP_QUEUES, RolloutContext, RolloutFn, RolloutGroup, spray_stats
+from mage_jax.rl.rollouts import (GROUP_QUEUES, RolloutContext, RolloutFn, RolloutGroup, ServedVersion,
+                                  spray_stats)
 from mage_jax.rl.sampler import FrontierSampler
 from mage_jax.rl.workers import RolloutWorkers
 from mage_jax.train import checkpoint as ckpt_lib
@@ -243,6 +244,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
                            port=rl.get("engine_port", 0)).start()
     client = RolloutClient(server.url, rl.model_name, timeout=rl.request_timeout_s)
     client.wait_ready(rl.server_ready_timeout_s)
+    client.update_weight_version(str(version))   # samples read their version off the engine
     served = {"version": version, "path": path, "seconds": 0.0, "probe_max_abs_diff": None}
     print(f"embedded rollout server at {server.url} serving {path}", flush=True)
   served_version = [version]
@@ -252,13 +254,17 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
     print(f"engine {episode_url} reachable from {len(reach)} env nodes", flush=True)
   episode_client = client if episode_url == client.base_url else RolloutClient(
       episode_url, rl.model_name, timeout=rl.request_timeout_s)
-  ctx = RolloutContext(episode_client, lambda: served_version[0], max_tokens=rl.max_tokens,
+  # Each model call's version is read off the engine where the call is made (the env host under
+  # Ray), not pickled with the job: a long episode's late calls may be made by newer weights.
+  ctx = RolloutContext(episode_client, ServedVersion(episode_client, lambda: served_version[0]),
+                       max_tokens=rl.max_tokens,
                        temperature=rl.temperature, top_p=rl.top_p, seed=config.seed)
 
   admission = AdmissionWindow(rl.max_policy_lag)
   workers = RolloutWorkers(rollout_fn, ctx, sampler, admission, groups_per_update=rl.groups_per_update,
                            episodes_per_group=rl.episodes_per_group, num_workers=rollout_threads(config),
-                           learner_version=version, group_prefix=f"r{version}")
+                           learner_version=version, group_prefix=f"r{version}",
+                           served_version=lambda: served_version[0])
 
   # step (compiled on the first batch's shapes; every RL batch has the same shapes)
   scfg = step_lib.StepConfig(**config.step.to_dict())

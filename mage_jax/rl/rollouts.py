@@ -6,9 +6,12 @@ token out), so the learner trains on exactly the ids the engine saw and
 sampled, with the engine's log-probs; a prompt with screenshots goes through
 the chat route with image parts and records the engine's echoed prompt ids and
 the screenshots (GUI / hybrid tasks). It stamps every call with the policy
-version the engine was serving when the call was made (read before the call:
-a sync landing mid-call can only make the stamp older, never newer, so the
-staleness check stays conservative).
+version of the weights that made it: the engine's per-choice `weight_versions`
+where it returns them (vLLM >= 0.33; the oldest span), else the served version
+read just before the call, where the call is made (`ServedVersion`: GET
+/weight_info from the env host inside a Ray actor too, never a snapshot taken
+when the episode was handed out). A sync landing mid-call can only make the
+pre-call stamp older, never newer, so the staleness check stays conservative.
 
 A group = one task x N episodes through the harness's slot pool; each policy
 call of each episode becomes one `RLSample` (multi-turn: every step is
@@ -46,11 +49,41 @@ from mage_jax.models.config import IMAGE_PAD_ID
 from mage_jax.rl.rollout_client import Completion, RolloutClient, RolloutError
 
 
+def label_version(label: str, where: str) -> int:
+  """A weight-version label -> the RL update number it names (the loop labels each sync so)."""
+  try:
+    return int(label)
+  except (TypeError, ValueError):
+    raise RolloutError(f"{where}: weight version label {label!r} is not an integer (the RL loop "
+                       "labels each weight sync with its update number)") from None
+
+
+class ServedVersion:
+  """`RolloutContext.version` for RL: the version the engine serves, read from the engine (GET
+  /weight_info, the label `weight_sync` sets) when called, so in the process that makes the
+  model call: the rollout thread with the local pool, the env host inside a Ray actor. A value
+  taken when the episode was handed out would stamp a long GUI episode's late calls with the
+  weights it started under. `fallback` (the learner's counter) answers where the engine has no
+  such route (vLLM < 0.29); a copy shipped to a Ray actor holds its value at hand-out there:
+  older or equal to the truth, so the lag check stays conservative."""
+
+  def __init__(self, client: RolloutClient, fallback: Callable[[], int]):
+    self.client, self.fallback = client, fallback
+    self._no_route = False
+
+  def __call__(self) -> int:
+    label = None if self._no_route else self.client.weight_version()
+    if label is None:
+      self._no_route = True
+      return int(self.fallback())
+    return label_version(label, f"GET {self.client.root_url}/weight_info")
+
+
 @dataclasses.dataclass
 class RolloutContext:
   """What a rollout worker needs to act: the engine, the served version, sampling knobs."""
   client: RolloutClient
-  version: Callable[[], int]          # the policy version the engine serves now
+  version: Callable[[], int]          # the policy version the engine serves now (ServedVersion)
   max_tokens: int = 512
   temperature: float = 1.0
   top_p: float = 1.0
@@ -151,6 +184,9 @@ class RolloutPolicy:
     except RolloutError as e:
       self.error = e
       raise
+    if comp.weight_versions:   # the weights that sampled the tokens, exactly: the oldest counts
+      version = min(label_version(v, f"{self.ctx.client.base_url} weight_versions")
+                    for v, _, _ in comp.weight_versions)
     logprobs = [float(x) for x in comp.logprobs]
     self.samples.append(RLSample(prompt_ids=prompt, completion_ids=list(comp.token_ids),
                                  rollout_logprobs=logprobs, advantage=0.0, version=int(version),
@@ -162,8 +198,8 @@ class RolloutPolicy:
   def absorb_remote(self, remote: "RolloutPolicy") -> None:
     """Take over what a copy of this policy recorded in another process (agent/ray_slots.py:
     the episode ran in a Ray actor; its samples and screenshots came back through the object
-    store). The copy stamped versions from its snapshot of ctx.version, taken when the job was
-    submitted: older or equal to the served one, so the lag check stays conservative."""
+    store). The copy stamped each call on the env host, with the version the engine served at
+    that call (ServedVersion), not one taken when the job was handed out."""
     self.samples, self.error, self.episode_id = remote.samples, remote.error, remote.episode_id
 
   def _chat(self, request: PolicyRequest, prompt: list[int], images: list[np.ndarray], seed: int

@@ -27,8 +27,12 @@ class RolloutWorkers:
 
   def __init__(self, rollout_fn: RolloutFn, ctx: RolloutContext, sampler: FrontierSampler,
                admission: AdmissionWindow, *, groups_per_update: int, episodes_per_group: int,
-               num_workers: int, learner_version: int, group_prefix: str):
+               num_workers: int, learner_version: int, group_prefix: str,
+               served_version: Callable[[], int] | None = None):
     self.rollout_fn, self.ctx, self.sampler, self.admission = rollout_fn, ctx, sampler, admission
+    # the learner's record of the last sync that landed (no engine request under the lock);
+    # ctx.version, read at each model call, is what stamps the samples
+    self.served_version = served_version or ctx.version
     self.g, self.n = groups_per_update, episodes_per_group
     self.cond = threading.Condition()
     self.queue: collections.deque[RolloutGroup] = collections.deque()
@@ -55,7 +59,7 @@ class RolloutWorkers:
         # rollouts at a new version only once its weights are verified live, and work stamped
         # with the old version would start one update behind and could outlive the lag.
         while not self._stop.is_set() and self.error is None and (
-            self.ctx.version() < self.learner_version or
+            self.served_version() < self.learner_version or
             not self.admission.may_admit(self.learner_version, self.in_flight / self.g)):
           self.cond.wait(0.5)
         if self._stop.is_set() or self.error is not None:
