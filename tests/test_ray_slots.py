@@ -174,23 +174,25 @@ def test_a_killed_env_node_loses_no_job_and_the_pool_recovers(cluster, tmp_path)
 
 
 def test_a_rollout_policy_copy_brings_its_samples_and_screenshots_back():
-  """What RL rides on over Ray: the policy pickles with its context (client, version snapshot),
-  and the driver's instance takes over the samples the actor's copy recorded."""
+  """What RL rides on over Ray: the policy pickles with its context to the env host, and the
+  driver's instance takes over the samples the actor's copy recorded, with their screenshots
+  (packed on the way back: tests/test_rl_screenshot_pack.py)."""
   import numpy as np
   from mage_jax.rl.batch import RLSample
   from mage_jax.rl.rollout_client import RolloutClient
   from mage_jax.rl.rollouts import RolloutContext, RolloutPolicy
-  served = [3]
-  policy = RolloutPolicy(RolloutContext(RolloutClient("http://127.0.0.1:1/v1", "mage"), lambda: served[0]),
+  policy = RolloutPolicy(RolloutContext(RolloutClient("http://127.0.0.1:1/v1", "mage"), lambda: 3),
                          "term_hello_file", "g-e0")
   remote = cloudpickle.loads(cloudpickle.dumps(policy))
   shot = np.arange(32 * 32 * 3, dtype=np.uint8).reshape(32, 32, 3)
   remote.samples.append(RLSample([1, 2], [3], [-0.5], 0.0, remote.ctx.version(), images=[shot]))
-  served[0] = 4                      # a sync after submission: the copy's stamp stays older
+  remote.samples.append(RLSample([1, 2, 3], [4], [-0.5], 0.0, 4, images=[shot.copy(), shot[::-1].copy()]))
   back = cloudpickle.loads(cloudpickle.dumps(remote))
   policy.absorb_remote(back)
-  assert len(policy.samples) == 1 and policy.samples[0].version == 3
+  assert [s.version for s in policy.samples] == [3, 4] and policy.returned_image_bytes > 0
   np.testing.assert_array_equal(policy.samples[0].images[0], shot)
+  np.testing.assert_array_equal(policy.samples[1].images[1], shot[::-1])
+  assert policy.samples[1].images[0] is policy.samples[0].images[0]   # sent once
 
 
 @pytest.mark.timeout(300)

@@ -168,7 +168,10 @@ def rollout_stats(groups: Sequence[RolloutGroup], samples: Sequence[RLSample], v
          "deadline_episodes": float(sum(g.deadline_episodes for g in groups)),
          "dropped_extra_episodes": float(sum(g.dropped_extras for g in groups)),
          "parse_errors": float(sum(e.parse_errors for g in groups for e in g.episodes)),
-         "max_staleness": float(max(stale) if stale else 0)}
+         "max_staleness": float(max(stale) if stale else 0),
+         # the largest episode's screenshots as they came back from an env host (Ray; 0 local)
+         "returned_screenshot_mb_max": max((e.returned_image_bytes for g in groups
+                                            for e in g.episodes), default=0) / 2 ** 20}
   out.update({f"staleness_{k}": float(stale.get(k, 0)) for k in range(lag + 1)})
   out.update(spray_stats(groups))   # shell output bytes / clicks per step, click targets
   return out

@@ -44,6 +44,7 @@ from mage_jax.agent.episode import EpisodeConfig, EpisodeResult, PolicyOutput, P
 from mage_jax.agent.slots import Job, LocalSlotPool, SlotPool
 from mage_jax.rl.group_queue import GroupQueue
 from mage_jax.agent.tasks.package import TaskPackage
+from mage_jax.rl import screenshot_pack
 from mage_jax.rl.batch import RLSample
 from mage_jax.models.config import IMAGE_PAD_ID
 from mage_jax.rl.rollout_client import Completion, RolloutClient, RolloutError
@@ -97,6 +98,7 @@ class EpisodeSamples:
   samples: list[RLSample]             # advantage 0 until the learner assigns group advantages
   parse_errors: int = 0
   spray: dict[str, float] = dataclasses.field(default_factory=dict)  # EpisodeResult.spray
+  returned_image_bytes: int = 0       # its screenshots' packed size on the way back (Ray; 0 local)
 
 
 @dataclasses.dataclass
@@ -158,6 +160,22 @@ class RolloutPolicy:
     self.ctx, self.task_id, self.episode_id = ctx, task_id, episode_id
     self.samples: list[RLSample] = []
     self.error: RolloutError | None = None
+    self.returned_image_bytes = 0   # packed screenshots received from another process (Ray)
+
+  # A copy that crosses processes (Ray: the finished episode's policy comes back through the
+  # object store) carries its samples' screenshots packed: each distinct one once, as PNG.
+  def __getstate__(self) -> dict:
+    state = dict(self.__dict__)
+    if any(s.images for s in self.samples):
+      state["samples"], state["_screenshots"] = screenshot_pack.pack(self.samples)
+    return state
+
+  def __setstate__(self, state: dict) -> None:
+    packed = state.pop("_screenshots", None)
+    self.__dict__.update(state)
+    if packed is not None:
+      self.samples = screenshot_pack.unpack(self.samples, packed)
+      self.returned_image_bytes = packed.nbytes
 
   def act(self, request: PolicyRequest) -> PolicyOutput:
     self.episode_id = request.episode.id
@@ -198,9 +216,11 @@ class RolloutPolicy:
   def absorb_remote(self, remote: "RolloutPolicy") -> None:
     """Take over what a copy of this policy recorded in another process (agent/ray_slots.py:
     the episode ran in a Ray actor; its samples and screenshots came back through the object
-    store). The copy stamped each call on the env host, with the version the engine served at
-    that call (ServedVersion), not one taken when the job was handed out."""
+    store, screenshots packed: rl/screenshot_pack.py). The copy stamped each call on the env
+    host, with the version the engine served at that call (ServedVersion), not one taken when
+    the job was handed out."""
     self.samples, self.error, self.episode_id = remote.samples, remote.error, remote.episode_id
+    self.returned_image_bytes = remote.returned_image_bytes
 
   def _chat(self, request: PolicyRequest, prompt: list[int], images: list[np.ndarray], seed: int
             ) -> tuple[Completion, list[int]]:
@@ -267,7 +287,8 @@ def group_from_results(task_id: str, group_id: str, results: Sequence[EpisodeRes
       continue
     used.add(id(p))
     group.episodes.append(EpisodeSamples(p.episode_id or "", float(res.score), p.samples,
-                                         sum(res.parse_errors.values()), dict(res.spray)))
+                                         sum(res.parse_errors.values()), dict(res.spray),
+                                         p.returned_image_bytes))
   return group
 
 
