@@ -1149,3 +1149,31 @@ def test_postconfig_open_of_the_gold_workbook(monkeypatch):
   ctx = types.SimpleNamespace(desktop=object())
   task_types._postconfig(ctx, [{"type": "open", "path": "/home/user/gold.xlsx"}])
   assert opened == [("calc", "/home/user/gold.xlsx")]
+
+
+def test_chrome_profile_getters_and_checks():
+  import sqlite3
+  from mage_jax.agent.osworld import chrome_profile as cp
+  db = sqlite3.connect(":memory:")
+  db.executescript("create table cookies(creation_utc, host_key, name, value); insert into cookies values (1, '.amazon.com', 'a', 'b');")
+  files = {f"{cp.PROFILE}/Default/Preferences": json.dumps({"webkit": {"webprefs": {"default_font_size": 20}},
+                                                            "profile": {"default_content_setting_values": {"cookies": 4}}}).encode(),
+           f"{cp.PROFILE}/Local State": json.dumps({"browser": {"enabled_labs_experiments": ["chrome-refresh-2023@1"]}}).encode(),
+           f"{cp.PROFILE}/Default/Cookies": db.serialize(),
+           "/home/user/Desktop/2048.desktop": b"[Desktop Entry]\nName=Play Puzzle Game 2048\nExec=x\n"}
+  get = lambda kind, fs=files: cp.get(fs.get, lambda path: ["2048.desktop", "notes.txt"], kind)
+  assert get("chrome_font_size") == {"default_font_size": 20}
+  assert get("chrome_font_size", {})["default_font_size"] == 16                       # Chrome's default
+  assert get("data_delete_automacally") == "true" and get("data_delete_automacally", {}) == "false"
+  assert cp.check_font_size(get("chrome_font_size"), {"type": "range", "min": 16, "max": 99999}) == 1.0
+  assert cp.check_font_size(get("chrome_font_size", {}), {"type": "range", "min": 16, "max": 99999}) == 0.0
+  assert cp.check_enabled_experiments(get("enabled_experiments"), {"type": "names", "names": ["chrome-refresh-2023"]}) == 1.0
+  assert cp.check_enabled_experiments(get("enabled_experiments", {}), {"type": "names", "names": ["chrome-refresh-2023"]}) == 0.0
+  cookies = get("cookie_data")
+  assert cp.is_cookie_deleted(cookies, {"type": "domains", "domains": [".amazon.com"]}) == 0.0
+  assert cp.is_cookie_deleted(cookies, {"type": "domains", "domains": [".ebay.com"]}) == 1.0
+  assert cp.is_cookie_deleted(get("cookie_data", {}), {"type": "domains", "domains": [".ebay.com"]}) == 0.0  # unreadable
+  shortcuts = get("shortcuts_on_desktop")
+  assert list(shortcuts) == ["2048.desktop"]
+  assert cp.is_shortcut_on_desktop(shortcuts, {"type": "name", "name": "Play Puzzle Game 2048"}) == 1.0
+  assert cp.is_shortcut_on_desktop(shortcuts, {"type": "name", "name": "Play Puzzle Game"}) == 0.0

@@ -26,7 +26,7 @@ import subprocess
 import time
 from typing import Any, Callable
 
-from mage_jax.agent.osworld import (archive_metrics, browser_getters, document_metrics, file_metrics, image_metrics, impress_metrics,
+from mage_jax.agent.osworld import (archive_metrics, browser_getters, chrome_profile, document_metrics, file_metrics, image_metrics, impress_metrics,
                                     pyautogui_steps, relative_time, rule_metrics, table_metrics, vlc_metrics, writer_metrics)
 from mage_jax.agent.sandbox import Unreadable, sandbox_env
 from mage_jax.agent.tasks import checkers, preparers
@@ -75,7 +75,8 @@ CONFIG_FILES: dict[str, Callable[[dict], str]] = {
 TAB_GETTERS = ("active_tab_info", "active_url_from_accessTree", "active_tab_url_parse", "active_tab_html_parse",
                "open_tabs_info", "url_dashPart")
 GETTERS = ("vm_command_line", "vm_terminal_output", "vm_file", "list_directory", "rule", "rule_relativeTime",
-           "cloud_file", "cache_file", "bookmarks") + tuple(CHROME_GETTERS) + tuple(CONFIG_FILES) + TAB_GETTERS
+           "cloud_file", "cache_file", "bookmarks") + tuple(CHROME_GETTERS) + tuple(CONFIG_FILES) + TAB_GETTERS + \
+          chrome_profile.GETTERS
 
 
 def _package_file(ctx, src: str) -> bytes:
@@ -123,6 +124,8 @@ def get(ctx, spec: dict | None, scratch: dict[str, bytes] | None = None) -> Any:
     return ctx.read_file(CONFIG_FILES[t](spec))
   if t in TAB_GETTERS:
     return browser_getters.get(lambda argv: _run(ctx, argv, False), spec)
+  if t in chrome_profile.GETTERS:
+    return chrome_profile.get(ctx.read_file, ctx.list_dir, t)
   raise ValueError(f"unsupported OSWorld result type {t!r}")
 
 
@@ -168,18 +171,10 @@ for _module, _names in ((table_metrics, ("compare_table",)), (document_metrics, 
                                         "check_thunderbird_prefs", "check_thunderbird_filter")),
                         (image_metrics, image_metrics.NAMES), (writer_metrics, writer_metrics.NAMES),
                         (impress_metrics, impress_metrics.NAMES), (file_metrics, file_metrics.NAMES),
-                        (vlc_metrics, vlc_metrics.NAMES)):
+                        (vlc_metrics, vlc_metrics.NAMES), (chrome_profile, chrome_profile.NAMES)):
   METRICS.update({n: getattr(_module, n) for n in _names})
 METRICS["compare_archive"] = lambda r, e, **o: archive_metrics.compare_archive(r, e, METRICS, **o)
 INFEASIBLE = "infeasible"   # OSWorld's marker for a task the agent should refuse (no metric runs)
-# metrics whose result is a file: their checks count as reading files; the rest read command output
-NEEDS_FILE = {"file_contains", "check_line_number", "compare_text_file", "compare_csv", "compare_table",
-              "check_json_settings", "compare_font_names", "is_first_line_centered", "check_list",
-              "compare_docx_files", "compare_pptx_files", "compare_pdfs", "compare_images", "check_config_status",
-              "compare_docx_tables", "compare_line_spacing", "check_structure_sim", "check_csv", "check_json",
-              "compare_config", "check_thunderbird_prefs", "check_thunderbird_filter", "compare_archive"} | (
-                  set(image_metrics.NAMES + writer_metrics.NAMES + impress_metrics.NAMES + file_metrics.NAMES + vlc_metrics.NAMES)
-                  - {"is_expected_search_query"})
 
 
 def _postconfig(ctx, steps: list[dict]) -> dict[str, bytes]:
