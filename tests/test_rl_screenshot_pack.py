@@ -45,7 +45,7 @@ def test_screenshots_come_back_exact_each_distinct_one_once_as_png():
   raw = sum(im.nbytes for s in remote.samples for im in s.images or [])
   assert raw == 12 * shots[0].nbytes                  # 1 + 2 + 3 + 3 + 3 prompt images
   wire = pickle.dumps(remote)
-  pngs = [screenshot_pack._encode(s) for s in shots]
+  pngs = [screenshot_pack.encode_screenshot(s) for s in shots]
   assert len(wire) < sum(len(p) for p in pngs) + 4_000   # 5 PNGs and the samples' ids
   assert len(wire) < raw / 50
   back = pickle.loads(wire)

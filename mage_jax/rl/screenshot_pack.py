@@ -39,7 +39,7 @@ def _png_exact(a: np.ndarray) -> bool:
   return a.dtype == np.uint8 and (a.ndim == 2 or (a.ndim == 3 and a.shape[2] in (3, 4)))
 
 
-def _encode(a: np.ndarray) -> bytes | np.ndarray:
+def encode_screenshot(a: np.ndarray) -> bytes | np.ndarray:
   if not _png_exact(a):
     return np.array(a)
   from PIL import Image
@@ -49,7 +49,7 @@ def _encode(a: np.ndarray) -> bytes | np.ndarray:
   return buf.getvalue()
 
 
-def _decode(blob: bytes | np.ndarray) -> np.ndarray:
+def decode_screenshot(blob: bytes | np.ndarray) -> np.ndarray:
   if not isinstance(blob, bytes):
     return blob
   from PIL import Image
@@ -73,7 +73,7 @@ def pack(samples: Sequence[RLSample]) -> tuple[list[RLSample], PackedScreenshots
       key = (a.shape, a.dtype.str, hashlib.blake2b(np.ascontiguousarray(a).tobytes(), digest_size=16).digest())
       if key not in index:
         index[key] = len(blobs)
-        blobs.append(_encode(a))
+        blobs.append(encode_screenshot(a))
       ids.append(index[key])
     refs.append(ids)
   bare = [dataclasses.replace(s, images=None) for s in samples]
@@ -84,6 +84,6 @@ def unpack(samples: Sequence[RLSample], packed: PackedScreenshots) -> list[RLSam
   if len(samples) != len(packed.refs):
     raise ValueError(f"packed screenshots: {len(packed.refs)} samples' references for "
                      f"{len(samples)} samples")
-  arrays = [_decode(b) for b in packed.blobs]
+  arrays = [decode_screenshot(b) for b in packed.blobs]
   return [s if ids is None else dataclasses.replace(s, images=[arrays[i] for i in ids])
           for s, ids in zip(samples, packed.refs)]
