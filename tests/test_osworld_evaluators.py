@@ -665,6 +665,11 @@ def test_tab_getters_read_the_sandboxed_chromium_through_its_devtools_port(tmp_p
     tabs = task_types.get(env, {"type": "open_tabs_info"})
     assert sorted(t["url"] for t in tabs) == sorted([page, "file:///home/user/Desktop/my%20notes.txt"])
     assert "remember Oslo" in task_types.get(env, {"type": "active_tab_info"})["content"]
+    # OSWorld's chrome_close_tabs closes the first tab matching each URL (unmatched URLs close nothing)
+    step = importer._setup_step({"type": "chrome_close_tabs", "parameters": {"urls_to_close": [
+        "file:///home/user/Desktop/my%20notes.txt", "https://elsewhere.org"]}}, 0, importer.Result("c", "c.json"), None)
+    preparers.run_preparer(env, step)
+    assert [t["url"] for t in task_types.get(env, {"type": "open_tabs_info"})] == [page]
   finally:
     env.close()
 

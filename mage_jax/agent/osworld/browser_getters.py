@@ -72,6 +72,11 @@ def html_expression(spec: dict) -> str:
   raise ValueError(f"active_tab_html_parse: unknown category {cat!r}")
 
 
+def close_tabs(run: Callable[[list[str]], str], urls: list[str]) -> list[str] | None:
+  """OSWorld's chrome_close_tabs: the first tab matching each URL is closed; the closed tabs' ids."""
+  return _call(run, "close", str(DEVTOOLS_PORT), *urls)
+
+
 def get(run: Callable[[list[str]], str], spec: dict) -> Any:
   """`run(argv)` runs a command in the sandbox and returns its output."""
   t = spec["type"]

@@ -7,6 +7,9 @@ in the sandbox (`python3 -c SOURCE list|eval PORT [EXPRESSION]`) and reads its J
         active tab first): [{id, title, url, webSocketDebuggerUrl, ...}]
   eval  Runtime.evaluate(EXPRESSION, returnByValue) in the first page target, over the target's
         WebSocket: the value as JSON
+  close for each URL given, the first tab whose URL equals it after OSWorld's normalisation (scheme
+        http when absent, host lowercased without "www.", a lone "/" path dropped) is closed
+        (/json/close/ID): the closed tabs' ids
 Standard library only (the sandbox has no third-party packages); WebSocket framing per RFC 6455
 (client frames masked, the server's unmasked, continuation frames joined).
 """
@@ -94,6 +97,23 @@ def evaluate(ws_url, expression):
     sock.close()
 
 
+def normalize(url):
+  """rule_metrics.normalize_url, restated: this file runs alone in the sandbox (no package imports)."""
+  u = urllib.parse.urlparse(url)
+  return urllib.parse.urlunparse(u._replace(scheme=(u.scheme or "http").lower(), netloc=u.netloc.lower().replace("www.", ""),
+                                            path="" if u.path == "/" else u.path))
+
+
+def close(port, tabs, urls):
+  closed = []
+  for url in urls:
+    tab = next((t for t in tabs if t["id"] not in closed and normalize(t.get("url", "")) == normalize(url)), None)
+    if tab is not None:
+      urllib.request.urlopen(f"http://127.0.0.1:{port}/json/close/{tab['id']}", timeout=10).read()
+      closed.append(tab["id"])
+  return closed
+
+
 def main(argv):
   cmd, port = argv[1], int(argv[2])
   tabs = pages(port)
@@ -101,6 +121,8 @@ def main(argv):
     out = tabs
   elif cmd == "eval":
     out = evaluate(tabs[0]["webSocketDebuggerUrl"], argv[3]) if tabs else None
+  elif cmd == "close":
+    out = close(port, tabs, argv[3:])
   else:
     raise SystemExit(f"unknown command {cmd!r}")
   sys.stdout.write(json.dumps(out))

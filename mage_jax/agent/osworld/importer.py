@@ -142,6 +142,8 @@ def _setup_step(step: dict, i: int, res: Result, cache: cache_lib.Cache) -> dict
     res.notes.append(f"{where}: dropped (the window manager focuses new windows)")
   elif t == "chrome_open_tabs":   # merged into the browser step by convert()
     return {"type": "osworld_browser", "urls": [str(u) for u in p.get("urls_to_open", [])]}
+  elif t == "chrome_close_tabs":   # after the browser step that opened them (closed tabs can be restored)
+    return {"type": "osworld_close_tabs", "urls": [str(u) for u in p.get("urls_to_close", [])]}
   elif t == "googledrive":
     res.reasons.append(f"{where}: Google Drive step (needs the network and an account)")
   else:

@@ -325,7 +325,15 @@ def _run_gui(target, spec, root):
   pyautogui_steps.run(target.desktop, spec["actions"])
 
 
+def _run_close_tabs(target, spec, root):
+  """OSWorld's chrome_close_tabs, through the DevTools port of the task's Chromium (in the sandbox)."""
+  closed = browser_getters.close_tabs(lambda argv: _run(target, argv, False), [str(u) for u in spec["urls"]])
+  if closed is None:
+    raise preparers.SetupError("closing tabs needs the task's Chromium and its DevTools port (an osworld_browser step first)")
+
+
 preparers.register("osworld_gui", preparers.Extension(_run_gui, _need("actions")))
+preparers.register("osworld_close_tabs", preparers.Extension(_run_close_tabs, _need("urls")))
 preparers.register("osworld_browser", preparers.Extension(_run_browser, _need("urls")))
 # two names for one checker, so the blind-exploit gate knows what it reads: `osworld_output` when a
 # metric reads the terminal's output (the output exploits apply), `osworld` otherwise (state only)
