@@ -39,8 +39,19 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.refine_at = 0.5                             # rejection rate that triggers a workflow refinement
   c.progress = not tiny
   c.suite_dir = ""                              # "" = <workdir>/suite
-  c.student = ml_collections.ConfigDict(dict(enabled=True, max_steps=30, per_skill=2,  # episodes/skill/round
-                                             noise=dict(base=0.05, spread=0.5)))
+  # the rounds' student (forge/student.py policy_factory): noisy_scripted (a stand-in: the reference
+  # with per-step slips, rate by skill) | scripted | openai (an endpoint: a hosted model, vLLM, or
+  # a checkpoint served by launch.serve's embedded engine) | checkpoint (an HF dir, in this process)
+  c.student = ml_collections.ConfigDict(dict(
+      enabled=True, kind="noisy_scripted", max_steps=30,
+      per_skill=8,                               # >= episodes per skill per round (tasks repeated)
+      noise=dict(base=0.05, spread=0.5),         # noisy_scripted
+      which="reference",                         # scripted
+      base_url="http://127.0.0.1:8000/v1", model="mage", tool_protocol="text",   # openai
+      checkpoint="", greedy=True,                # checkpoint
+      max_tokens=1024, temperature=0.0, top_p=1.0, **common.endpoint_fields()))
+  # child skills from the student's grouped failures (rounds.child_skills): per skill and round
+  c.children = ml_collections.ConfigDict(dict(enabled=True, min_failures=2, per_skill=1))
   c.env = ml_collections.ConfigDict(dict(command_timeout=20.0))   # agent.env.EnvConfig fields
   c.llm = ml_collections.ConfigDict(dict(
       params=arg == "llm", reword=arg == "llm",   # LLM nodes in every workflow

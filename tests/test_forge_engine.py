@@ -161,6 +161,10 @@ def tiny_config(workdir, **kw):
   c.update(workdir=str(workdir), taxonomy="", skill_modules=[], skills_per_domain=0,
            skills=[s.id for s in _forge_skills.SKILLS],
            attempts_per_skill=2)
+  # the student's 2 episodes per skill and no child skills keep this file's rounds small; the
+  # default 8 episodes and the child-skill step are tested in test_forge_student.py
+  c["student"] = dict(c["student"], per_skill=2)
+  c["children"] = dict(c["children"], enabled=False)
   c.update(kw)
   return c
 

@@ -1,9 +1,11 @@
 """`run_forge(config)`: load skills, check their workflows, run the rounds, write the manifest.
 
-Round 1 gives every skill `attempts_per_skill` attempts. After each round the student
-(student.NoisyScriptedPolicy) is evaluated on that round's accepted tasks through the same
-evaluation code as launch.eval (results.json under W/round_<k>/eval/); round k+1's budget and
-workflow refinements come from that file and round k's outcomes (rounds.py).
+Round 1 gives every skill `attempts_per_skill` attempts. After each round the student (any
+policy: config `student.kind`, student.policy_factory; by default the noisy scripted stand-in)
+plays that round's accepted tasks, >= `student.per_skill` episodes per skill, through the same
+evaluation code as launch.eval (results.json under W/round_<k>/eval/; per-skill success with 95%
+intervals in the round row); round k+1's budget, workflow refinements and child skills (grouped
+student failures -> parameter regions) come from that file and round k's outcomes (rounds.py).
 """
 from __future__ import annotations
 
@@ -98,26 +100,51 @@ class LoadSampler:
             "samples": len(xs)}
 
 
-def evaluate_student(c: dict[str, Any], k: int, suite_dir: str, ids: list[str], out_dir: str) -> str | None:
+def evaluate_student(c: dict[str, Any], k: int, suite_dir: str, by_skill: dict[str, list[str]],
+                     out_dir: str) -> str | None:
+  """The round's student (config `student.kind`: student.policy_factory) on up to `per_skill`
+  accepted tasks of each skill, each repeated until the skill has >= `per_skill` episodes;
+  launch.eval's results.json under `out_dir` (its path, None without tasks)."""
+  import math
   from mage_jax.agent import evaluation
   from mage_jax.agent.env import EnvConfig, LocalEnv
   from mage_jax.agent.episode import EpisodeConfig
   from mage_jax.agent.slots import LocalSlotPool
   from mage_jax.agent.tasks.package import load_package
   from mage_jax.forge import student
-  if not ids:
+  st = c["student"]
+  want = int(st.get("per_skill", 8))
+  groups: dict[int, list] = collections.defaultdict(list)   # repeats -> tasks
+  for s, ids in sorted(by_skill.items()):
+    ids = ids[:want]
+    if ids:
+      groups[math.ceil(want / len(ids))] += [load_package(os.path.join(suite_dir, i)) for i in ids]
+  if not groups:
     return None
-  tasks = [load_package(os.path.join(suite_dir, i)) for i in ids]
-  noise = R.NoiseModel(**c["student"]["noise"])
+  factory = student.policy_factory(st, k)
   env_cfg = EnvConfig(**(c.get("env") or {}))
   pool = LocalSlotPool(lambda: LocalEnv(env_cfg), EpisodeConfig(
-      max_steps=c["student"]["max_steps"], out_dir=os.path.join(out_dir, "shots")), c["gate_workers"])
+      max_steps=st["max_steps"], out_dir=os.path.join(out_dir, "shots")), c["gate_workers"])
+  results = []
   try:
-    results = evaluation.evaluate(tasks, student.student_factory(noise, k), pool)
+    for repeats, tasks in sorted(groups.items()):
+      results += evaluation.evaluate(tasks, factory, pool, repeats=repeats)
   finally:
     pool.close()
   return evaluation.write_results(out_dir, results, evaluation.summarize(results),
-                                  {"policy": "noisy_scripted", "noise": c["student"]["noise"]})["results"]
+                                  {"policy": st["kind"], **({"noise": st["noise"]} if st["kind"] == "noisy_scripted"
+                                                            else {"model": st.get("model"),
+                                                                  "base_url": st.get("base_url")})})["results"]
+
+
+def per_skill_success(results_path: str) -> dict[str, dict[str, Any]]:
+  """{skill: episodes, successes, success, 95% Wilson interval} of one round's student results."""
+  from mage_jax.agent.success_stats import wilson_interval
+  out = {}
+  for s, (a, n) in sorted(R.skill_success(results_path).items()):
+    lo, hi = wilson_interval(a, n)
+    out[s] = {"episodes": n, "successes": a, "success": round(a / max(1, n), 3), "ci95": [round(lo, 3), round(hi, 3)]}
+  return out
 
 
 def run_forge(c: dict[str, Any]) -> dict[str, Any]:
@@ -143,29 +170,38 @@ def run_forge(c: dict[str, Any]) -> dict[str, Any]:
     t_round = time.monotonic()
     st, outcomes = RUN.run_round(c, k, budget, avoid, deduper, suite_dir, round_dir)
     all_outcomes += outcomes
-    per_skill = collections.Counter()
-    evaluated = []  # the student plays at most student.per_skill of each skill's new tasks
+    by_skill: dict[str, list[str]] = collections.defaultdict(list)   # this round's accepted tasks
     for o in outcomes:
-      if o.get("accepted") and per_skill[o["skill"]] < c["student"].get("per_skill", 2):
-        per_skill[o["skill"]] += 1
-        evaluated.append(o["package"]["id"])
+      if o.get("accepted"):
+        by_skill[o["skill"]].append(o["package"]["id"])
     row = round_row(st, budget, success, c, skills)
     results = None
     t_eval = time.monotonic()
     if st.error is None and c["student"]["enabled"]:
-      results = evaluate_student(c, k, suite_dir, evaluated, os.path.join(round_dir, "eval"))
+      results = evaluate_student(c, k, suite_dir, by_skill, os.path.join(round_dir, "eval"))
     load.__exit__()
-    row.update(student_episodes=len(evaluated) if results else 0,
-               student_seconds=round(time.monotonic() - t_eval, 1),
+    with_rows = _episode_rows(results)
+    row.update(student_kind=c["student"].get("kind", "noisy_scripted") if results else None,
+               student_episodes=len(with_rows), student_seconds=round(time.monotonic() - t_eval, 1),
                round_seconds=round(time.monotonic() - t_round, 1), load_average=load.summary())
     if results:
       for s, (a, n) in R.skill_success(results).items():
         prev = success.get(s, (0, 0))
         success[s] = (prev[0] + a, prev[1] + n)
       row["student_results"] = results
+      row["student_per_skill"] = per_skill_success(results)
       rates = {s: a / n for s, (a, n) in success.items() if n}
       row["student_success"] = round(sum(rates.values()) / max(1, len(rates)), 3)
       row["bands"] = dict(collections.Counter(R.band_of(rates.get(s), tuple(c["band"])) for s in skills))
+    children = c.get("children") or {}
+    if results and children.get("enabled") and st.error is None and k < c["rounds"]:
+      params_of = {o["package"]["id"]: o["params"] for o in outcomes if o.get("accepted") and o.get("params")}
+      new, recs = R.child_skills(with_rows, params_of, min_failures=int(children.get("min_failures", 2)),
+                                 per_skill=int(children.get("per_skill", 1)))
+      row["children"] = recs
+      skills += [s.id for s in new if s.id not in skills]
+    row["child_skills_accepted_tasks"] = {s: n for s, n in sorted(collections.Counter(
+        o["skill"] for o in outcomes if o.get("accepted") and o["skill"] in {x["id"] for x in R.SIBLINGS}).items())}
     avoid = {**avoid, **R.refinements(all_outcomes, c["refine_at"])}
     row["refined_skills"] = sorted(s for s in avoid if avoid[s])
     if c["llm"].get("siblings") and st.error is None and k < c["rounds"]:
@@ -181,6 +217,13 @@ def run_forge(c: dict[str, Any]) -> dict[str, Any]:
                            f"rerun to resume from {os.path.join(wd, 'cache')})")
     budget = R.allocate(skills, success, c["attempts_per_skill"] * len(skills), band=tuple(c["band"]))
   return manifest
+
+
+def _episode_rows(results_path: str | None) -> list[dict[str, Any]]:
+  if not results_path:
+    return []
+  with open(results_path) as f:
+    return json.load(f)["episodes"]
 
 
 def round_row(st: RUN.RoundStats, budget: dict[str, int], success, c, skills) -> dict[str, Any]:

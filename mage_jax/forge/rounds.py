@@ -7,10 +7,16 @@ episode rows carry `skills`) and round k's gate statistics, then
   * refines the workflow of skills whose rejection rate is >= `refine_at`: the sample node's
     value pools are pruned of the top-level parameter values seen only in rejected tasks
     (`avoid`), so the next round stops drawing them;
-  * can propose sibling skills through an LLM node (`propose_siblings`).
+  * can propose sibling skills through an LLM node (`propose_siblings`);
+  * grows the taxonomy from the student's failures (`child_skills`): a skill's failed episodes
+    are grouped by (failure reason, top-level parameter value); the largest group whose value
+    covers only part of the skill's episodes and fails at least as often as the skill does
+    becomes a child skill that fixes that value (a parameter region), registered like a sibling,
+    so its packages go through the same workflow and gates in the next round.
 
-The student (until a trained model exists) is `forge.student.NoisyScriptedPolicy`: the scripted reference
-policy with a per-step error probability p(skill) — at each step, with probability p, it
+The student is any policy (config `student.kind`, forge/engine.evaluate_student): an endpoint,
+a checkpoint, the scripted reference, or the default stand-in `forge.student.NoisyScriptedPolicy`:
+the scripted reference policy with a per-step error probability p(skill) — at each step, with probability p, it
 takes a wrong action instead (a bash command becomes a no-op `true`, a click lands on the
 screen corner, typed text is reversed); terminate steps are never corrupted. p(skill) is
 `base + spread * u(skill)`, u a hash of the skill id in [0, 1), so failure rates differ
@@ -23,6 +29,7 @@ import dataclasses
 import hashlib
 import json
 import random
+import re
 from typing import Any
 
 
@@ -123,7 +130,7 @@ def propose_siblings(client, skills: list, ledger=None, max_retries: int = 1) ->
   fixed values build a package becomes a registered Skill (id <domain>.<capability>.<name>, the
   parent's build, its sampler with the fixed values overlaid). Returns (new skills, records)."""
   from mage_jax.forge import skill as S
-  from mage_jax.forge.llm import LLMNode, validate_schema
+  from mage_jax.forge.llm import LLMNode
   made, records = [], []
   for parent in skills:
     node = LLMNode("propose_sibling", SIBLING_PROMPT, sibling_schema(parent.param_schema),
@@ -140,16 +147,24 @@ def propose_siblings(client, skills: list, ledger=None, max_retries: int = 1) ->
       row["why"] = "id exists"
       continue
     spec = {"id": sid, "parent": parent.id, "description": value["description"], "fixed": value["fixed"]}
-    try:
-      probe = {**parent.sample(random.Random(0)), **spec["fixed"]}
-      validate_schema(probe, parent.param_schema)
-      parent.build(probe)
-    except Exception as e:  # noqa: BLE001 - an unusable proposal is recorded, not registered
-      row["why"] = f"{type(e).__name__}: {e}"[:200]
-      continue
-    made.append(register_sibling(spec))
-    row["accepted"] = True
+    register_if_it_builds(parent, spec, row, made)
   return made, records
+
+
+def register_if_it_builds(parent, spec: dict[str, Any], record: dict[str, Any], made: list) -> None:
+  """Registers the sibling / child `spec` when the parent's build accepts its fixed values on a
+  seeded draw (valid against the parent's schema); else the record says why. Its packages meet
+  every gate later, like any skill's."""
+  from mage_jax.forge.llm import validate_schema
+  try:
+    probe = {**parent.sample(random.Random(0)), **spec["fixed"]}
+    validate_schema(probe, parent.param_schema)
+    parent.build(probe)
+  except Exception as e:  # noqa: BLE001 - an unusable proposal is recorded, not registered
+    record["why"] = f"{type(e).__name__}: {e}"[:200]
+    return
+  made.append(register_sibling(spec))
+  record["accepted"] = True
 
 
 SIBLINGS: list[dict[str, Any]] = []  # specs of the siblings registered in this process (workers re-register them)
@@ -166,3 +181,62 @@ def register_sibling(spec: dict[str, Any]):
     return {**parent.sample(rng), **fixed}
   SIBLINGS.append(spec)
   return S.register(dataclasses.replace(parent, id=spec["id"], description=spec["description"], sample=sample))
+
+
+def failure_reason(row: dict[str, Any]) -> str:
+  """Why a student episode (a results.json row) failed: env_lost | budget (out of steps) |
+  invalid_calls (unparseable or invalid turns) | wrong_result (it stopped with a wrong state)."""
+  if row.get("status") == "env_lost":
+    return "env_lost"
+  if sum((row.get("parse_errors") or {}).values()):
+    return "invalid_calls"
+  if row.get("status") == "budget":
+    return "budget"
+  return "wrong_result"
+
+
+def _slug(value: Any) -> str:
+  return re.sub(r"[^a-z0-9]+", "_", str(value).lower()).strip("_")[:16] or "x"
+
+
+def child_skills(rows: list[dict[str, Any]], params_of: dict[str, dict[str, Any]], *,
+                 min_failures: int = 2, per_skill: int = 1) -> tuple[list, list[dict[str, Any]]]:
+  """Child skills from the student's grouped failures (the module docstring). `rows`: results.json
+  episode rows (task_id, skills, success, status, parse_errors); `params_of`: task id -> the
+  parameters it was built from. Returns (registered child skills, one record per proposal)."""
+  from mage_jax.forge import skill as S
+  by_skill: dict[str, list[tuple[dict, bool, str]]] = collections.defaultdict(list)
+  for r in rows:
+    if r.get("status") == "env_error" or r["task_id"] not in params_of or not r.get("skills"):
+      continue
+    by_skill[r["skills"][0]].append((params_of[r["task_id"]], bool(r["success"]), failure_reason(r)))
+  made, records = [], []
+  for sid, eps in sorted(by_skill.items()):
+    failed = [(p, why) for p, ok, why in eps if not ok]
+    if len(failed) < min_failures or sid not in S.REGISTRY:
+      continue
+    rate = len(failed) / len(eps)
+    groups = collections.Counter((why, k, json.dumps(v)) for p, why in failed for k, v in p.items()
+                                 if isinstance(v, (str, int, float)) and not isinstance(v, bool))
+    ranked = []
+    for (why, k, v), n in groups.items():
+      value = json.loads(v)
+      covered = [ok for p, ok, _ in eps if p.get(k) == value]
+      if n >= min_failures and len(covered) < len(eps) and (len(covered) - sum(covered)) / len(covered) >= rate:
+        ranked.append((-n, -(len(covered) - sum(covered)) / len(covered), k, v, why, len(covered)))
+    parent = S.REGISTRY[sid]
+    for neg_n, neg_rate, k, v, why, n_cov in sorted(ranked)[:per_skill]:
+      value = json.loads(v)
+      child_id = f"{parent.domain}.{parent.capability}.{parent.id.split('.')[2]}_{_slug(k)}_{_slug(value)}"[:120]
+      rec = {"parent": sid, "id": child_id, "fixed": {k: value}, "reason": why, "failures": -neg_n,
+             "episodes_in_region": n_cov, "region_failure_rate": round(-neg_rate, 3),
+             "skill_failure_rate": round(rate, 3), "accepted": False}
+      records.append(rec)
+      if child_id in S.REGISTRY:
+        rec["why"] = "id exists"
+        continue
+      spec = {"id": child_id, "parent": sid, "fixed": {k: value},
+              "description": f"{parent.description} (region {k}={value}: the student failed {-neg_n} of "
+                             f"{n_cov} episodes there, {why})"[:300]}
+      register_if_it_builds(parent, spec, rec, made)
+  return made, records

@@ -1,4 +1,5 @@
-"""The noisy scripted student of the adaptive rounds (its noise model: rounds.NoiseModel and the
+"""The adaptive rounds' student: any policy (`policy_factory`), by default the noisy scripted
+stand-in of the adaptive rounds (its noise model: rounds.NoiseModel and the
 rounds module docstring). Its own module because the episode code it builds on imports JAX, which
 the forge's workers (forked) and its start-up do not need.
 """
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from typing import Any
 
 from mage_jax.agent.policies import ScriptedPolicy, wrong_call
 from mage_jax.forge.rounds import NoiseModel
@@ -31,7 +33,25 @@ class NoisyScriptedPolicy(ScriptedPolicy):
 
 
 def student_factory(noise: NoiseModel, round_k: int):
+  """A fresh noisy student per episode; repeats of one task draw different noise (the factory is
+  called once per job, in the job list's fixed order)."""
+  seen: dict[str, int] = {}
+
   def factory(task):
     skill = task.skills[0] if task.skills else task.id
-    return NoisyScriptedPolicy(noise.p(skill), seed=f"{task.id}:{round_k}")
+    seen[task.id] = seen.get(task.id, -1) + 1
+    repeat = seen[task.id]
+    return NoisyScriptedPolicy(noise.p(skill), seed=f"{task.id}:{round_k}" + (f":{repeat}" if repeat else ""))
   return factory
+
+
+def policy_factory(student: dict[str, Any], round_k: int):
+  """The round's student from config `student`: kind noisy_scripted (the stand-in above) or any
+  launch.eval policy kind (scripted | openai: an endpoint, e.g. a checkpoint served by
+  launch.serve's embedded engine or vLLM | checkpoint: an HF directory run in this process),
+  with the same fields as configs/eval.py's `policy` section."""
+  if student["kind"] == "noisy_scripted":
+    return student_factory(NoiseModel(**student["noise"]), round_k)
+  import ml_collections
+  from mage_jax.agent.suite_run import make_policy_factory
+  return make_policy_factory(ml_collections.ConfigDict(dict(student)))
