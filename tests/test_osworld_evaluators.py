@@ -1182,3 +1182,17 @@ def test_chrome_profile_getters_and_checks():
   assert list(shortcuts) == ["2048.desktop"]
   assert cp.is_shortcut_on_desktop(shortcuts, {"type": "name", "name": "Play Puzzle Game 2048"}) == 1.0
   assert cp.is_shortcut_on_desktop(shortcuts, {"type": "name", "name": "Play Puzzle Game"}) == 0.0
+
+
+def test_postconfig_chrome_kill_targets_chromium():
+  """OSWorld quits Chrome (pkill chrome) before reading its prefs; `chrome` doesn't match Chromium's
+  process name, so the importer kills chromium instead and leaves other commands alone."""
+  def post(command):
+    task = {"id": "k", "instruction": "x", "config": [], "evaluator": {
+        "func": "exact_match", "result": {"type": "data_delete_automacally"}, "expected": {"type": "rule", "rules": {"expected": "true"}},
+        "postconfig": [{"type": "execute", "parameters": {"command": command, "shell": "true"}}]}}
+    return importer.convert(task, "k.json").package["checker"]["postconfig"][0]["parameters"]["command"]
+  assert post("pkill chrome") == ["pkill", "chromium"]
+  assert post(["pkill", "chrome"]) == ["pkill", "chromium"]
+  assert post("pkill vlc") == "pkill vlc"
+  assert post("pkill chrome && rm -rf ~") == "pkill chrome && rm -rf ~"

@@ -36,6 +36,7 @@ from typing import Any
 from mage_jax.agent.osworld import archive_metrics, cache as cache_lib, pyautogui_steps, table_metrics, task_types
 
 CHROME = ("google-chrome", "chromium", "chromium-browser", "google-chrome-stable")
+_KILL_CHROME = re.compile(r"(pkill|killall)\s+(-f\s+)?(google-chrome|chrome)")
 VIEWED_IN_BROWSER = (".pdf", ".txt", ".json")   # config `open` of these: a Chromium tab on the file
 _SUDO = re.compile(r"echo\s+'?password'?\s*\|\s*sudo\s+-S\s+|\bsudo\s+(-S\s+)?")
 _NETWORK = re.compile(r"https?://|\bapt(-get)?\s+(install|update)|\bpip3?\s+install|\bsnap\s+install|\bwget\b|\bcurl\b")
@@ -237,6 +238,9 @@ def _checker(ev: dict, res: Result, cache: cache_lib.Cache) -> dict | None:
         continue
       if _NETWORK.search(cmd):
         res.reasons.append(f"evaluator.postconfig[{j}]: needs the network")
+      if _KILL_CHROME.fullmatch(cmd.strip()):   # Chrome quits so its prefs reach the disk; ours is Chromium
+        res.notes.append(f"evaluator.postconfig[{j}]: {cmd!r} -> 'pkill chromium'")
+        step = {"type": t, "parameters": {"command": ["pkill", "chromium"]}}
       post.append(step)
     elif t == "download":   # an evaluation script, written into the sandbox just before the metrics
       post += [{"type": "file", "path": path, "src": src}
