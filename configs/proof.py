@@ -86,7 +86,8 @@ def curriculum(scale: str) -> ml_collections.ConfigDict:
     overrides = {"sft": f"data.sources.teacher.paths={SUITES}/teacher/episodes.jsonl"
                         + ("" if scale else f";init.from_dir={BASE}/hf;model.compact_vocab={BASE}/vocab.json"),
                  "rl": f"rl.suite={SUITES}/train_suite",
-                 "eval": f"proof.heldout_suite={SUITES}/heldout_suite"}.get(kind, "")
+                 "eval": f"proof.heldout_suite={SUITES}/heldout_suite;"
+                         f"proof.probe_episodes={SUITES}/teacher_heldout/episodes.jsonl"}.get(kind, "")
     if name == "eval_init":   # the random init never sees a button: no blind baseline needed
       overrides += ";proof.params=init;proof.modes=t1,greedy"
     if name == "eval_sft" and not scale:   # the blind baseline is an after-RL goal; at SFT it
@@ -120,6 +121,9 @@ def _family(c: ml_collections.ConfigDict, smoke: bool) -> None:
   c.family.update(dict(
       train_per_template=2 if smoke else -1,      # -1: every train instance
       heldout_per_template=1 if smoke else -1,    # -1: every held-out instance
+      # held-out instances per template the teacher also plays, for the copy probe only (the eval
+      # stages' NLL of held-out value tokens, train/copy_probe.py; never trained on)
+      probe_per_template=1 if smoke else 10,
       teacher_workers=2 if smoke else 6))   # episodes mostly wait on X and the apps
 
 
@@ -231,6 +235,7 @@ def evaluation(smoke: bool) -> ml_collections.ConfigDict:
   c.job = JOBS["eval"]
   c.proof = ml_collections.ConfigDict(dict(
       heldout_suite="",            # the curriculum sets the data stage's suite
+      probe_episodes="",           # the data stage's held-out teacher episodes: the copy probe
       params="previous",           # previous: the last training stage's; init: random init at seed
       modes="t1,blind" if smoke else "t1,greedy,blind",
       slots=2 if smoke else 6, max_episode_steps=c.rl.max_episode_steps))

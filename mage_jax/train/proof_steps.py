@@ -55,6 +55,7 @@ def teacher_data(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, 
   expected = os.path.join(stage_dir, "teacher", "episodes.jsonl")
   if os.path.abspath(episodes) != os.path.abspath(expected):
     raise RuntimeError(f"collect_teacher_data wrote {episodes}; the SFT stage reads {expected}")
+  probe = heldout_teacher(f, stage_dir)
   with open(episodes) as fh:
     n_episodes = sum(1 for line in fh if line.strip())
   from mage_jax.agent.tasks.package import load_suite
@@ -62,14 +63,30 @@ def teacher_data(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, 
   return {"suites": suites, "episodes_jsonl": episodes, "teacher_episodes": n_episodes,
           "instances": counts, "split_counts": fam.split_counts(f.split_seed, family=f),
           "pools": fam.token_report(load_tokenizer(""), f),   # sizes, tokens per value, coverage
+          "probe_episodes": probe,
           "row": {"train_tasks": counts["train"], "heldout_tasks": counts["heldout"],
                   "teacher_episodes": n_episodes},
           "wall_s": time.perf_counter() - t0}
 
 
-def served_weights(cfg: ml_collections.ConfigDict, previous: str, out_root: str) -> str:
+def heldout_teacher(family: ml_collections.ConfigDict, stage_dir: str) -> str:
+  """The teacher's episodes on `family.probe_per_template` held-out instances per template, for
+  the copy probe (train/copy_probe.py; never trained on): <stage_dir>/teacher_heldout/episodes.jsonl
+  ("" when probe_per_template is 0)."""
+  from mage_jax.agent.tasks import proof_family as fam
+  per = int(family.get("probe_per_template", 0))
+  if per <= 0:
+    return ""
+  return fam.collect_teacher_data(os.path.join(stage_dir, "teacher_heldout"), seed=family.split_seed,
+                                  per_template=per, workers=family.teacher_workers, family=family,
+                                  split="heldout")
+
+
+def served_weights(cfg: ml_collections.ConfigDict, previous: str, out_root: str,
+                   probe_episodes: str = "") -> tuple[str, dict | None]:
   """An HF export of `previous`'s final params (a stage dir), or of the random init at cfg.seed,
-  built exactly as the training stages build theirs (run_setup)."""
+  built exactly as the training stages build theirs (run_setup); and the copy probe of those
+  params on `probe_episodes` (the held-out teacher episodes; None without them)."""
   from mage_jax.rl.weight_sync import export
   from mage_jax.train import run_setup as setup
   setup.enable_compile_cache(cfg.get("compile_cache_dir", ""))
@@ -78,7 +95,26 @@ def served_weights(cfg: ml_collections.ConfigDict, previous: str, out_root: str)
   mesh = setup.make_mesh(c)
   t = setup.build_trainer(c, out_root, mesh, 1, c.data)
   state = setup.initial_state(t)
-  return export(state.params, t.model_cfg, out_root, 0)
+  probe = None
+  if probe_episodes:
+    probe = copy_probe_figures(cfg, t, state.params, probe_episodes)
+  return export(state.params, t.model_cfg, out_root, 0), probe
+
+
+def copy_probe_figures(cfg: ml_collections.ConfigDict, t: Any, params: Any, episodes_path: str) -> dict:
+  """train/copy_probe.py on the held-out teacher episodes: NLL of the held-out value tokens."""
+  from mage_jax.agent.tasks import proof_family as fam
+  from mage_jax.data import render, trajectory
+  from mage_jax.train import copy_probe
+  pools = fam.value_pools(cfg.get("family"))
+  values = pools["words"]["heldout"] + pools["file_names"]["heldout"]
+  episodes = trajectory.read_episodes(episodes_path)
+  segments, counts = copy_probe.probe_segments(episodes, values, render.RenderConfig.from_config(cfg.data.render),
+                                               cfg.data.seq_len, cfg.data.patch_budget)
+  figures = copy_probe.measure(t, params, segments, cfg.step.loss_chunk_size)
+  print(f"  copy probe: {figures['nll']:.3f} nats, accuracy {figures['accuracy']:.3f} over "
+        f"{figures['value_tokens']} held-out value tokens in {figures['samples']} samples", flush=True)
+  return {**figures, "counts": counts, "episodes": episodes_path}
 
 
 def evaluate(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, workdir: str) -> dict:
@@ -100,7 +136,11 @@ def evaluate(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, work
   if p.params not in ("previous", "init"):
     raise ValueError(f"config.proof.params={p.params!r}: expected 'previous' or 'init'")
   previous = previous if p.params == "previous" else ""
-  path = served_weights(cfg, previous, os.path.join(stage_dir, "weights"))
+  probe_path = p.get("probe_episodes", "")
+  if probe_path and not os.path.isfile(probe_path):
+    raise FileNotFoundError(f"config.proof.probe_episodes={probe_path}: no such file (the data stage "
+                            "writes it when family.probe_per_template > 0)")
+  path, probe = served_weights(cfg, previous, os.path.join(stage_dir, "weights"), probe_path)
   env_cfg = EnvConfig(width=e.width, height=e.height, command_timeout=e.command_timeout,
                       max_output=e.max_output,
                       sandbox=SandboxConfig(home_mb=e.home_mb, memory_mb=e.memory_mb, nproc=e.nproc))
@@ -147,9 +187,11 @@ def evaluate(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, work
     json.dump(rows, f, indent=1)
   summary = proof_eval.summarize(rows)
   line = {f"{m}_success": s["all"]["success"] for m, s in summary.items()}
+  if probe:
+    line["copy_probe_nll"] = round(probe["nll"], 4)
   print("  " + " ".join(f"{k}={v:.3f}" for k, v in line.items()), flush=True)
   return {"params_from": previous or f"random init (seed {cfg.seed})", "weights": path,
-          "instances": len(tasks), "summary": summary, "row": line,
+          "instances": len(tasks), "summary": summary, "row": line, "copy_probe": probe,
           "resumed_episodes": len(done),   # played by an earlier, interrupted run (not in wall_s)
           "wall_s": time.perf_counter() - t0}
 

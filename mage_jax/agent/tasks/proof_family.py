@@ -414,8 +414,10 @@ def write_suite(split: str, directory: str, seed: int = 0, per_template: int | N
 
 
 def collect_teacher_data(out_dir: str, seed: int = 0, per_template: int | None = None, workers: int = 2,
-                         max_steps: int = 6, family: Mapping[str, Any] | None = None) -> str:
-  """The scripted reference policy plays the TRAIN instances through the real harness (the slot pool
+                         max_steps: int = 6, family: Mapping[str, Any] | None = None,
+                         split: str = "train") -> str:
+  """The scripted reference policy plays the TRAIN instances (split="heldout": the held-out ones,
+  for the copy probe only, never trained on) through the real harness (the slot pool
   and episode loop launch.eval uses: sandbox, Xvfb at 640x400, the Tk apps); the successful
   episodes go to <out_dir>/episodes.jsonl (trajectory format, screenshots under <out_dir>/shots).
   The same episodes split by kind go to <out_dir>/{terminal,gui,hybrid,grounding}.jsonl, the layout
@@ -427,7 +429,7 @@ def collect_teacher_data(out_dir: str, seed: int = 0, per_template: int | None =
   from mage_jax.agent.policies import ScriptedPolicy
   from mage_jax.agent.slots import make_pool
   from mage_jax.data import trajectory as tr
-  tasks = instances("train", seed, per_template, family)
+  tasks = instances(split, seed, per_template, family)
   env_cfg = EnvConfig(width=SCREEN[0], height=SCREEN[1])
   ep_cfg = EpisodeConfig(out_dir=os.path.join(out_dir, "shots"), max_steps=max_steps)
   pool = make_pool("local", lambda: LocalEnv(env_cfg), ep_cfg, workers)
@@ -440,13 +442,13 @@ def collect_teacher_data(out_dir: str, seed: int = 0, per_template: int | None =
   tr.write_episodes(path, [r.episode for r in kept])
   for kind in ("terminal", "gui", "hybrid", "grounding"):  # configs/data_tiny.py:<out_dir> reads these
     tr.write_episodes(os.path.join(out_dir, f"{kind}.jsonl"), [r.episode for r in kept if r.kind == kind])
-  report = {"seed": seed, "train_instances": len(tasks), "episodes": len(kept),
+  report = {"seed": seed, "split": split, f"{split}_instances": len(tasks), "episodes": len(kept),
             "pools": {k: {split: len(v) for split, v in p.items()} for k, p in value_pools(family).items()},
             "per_template": dict(collections.Counter(template_of(r.task_id) for r in kept)),
             "failed": {r.task_id: _failure(r) for r in results if not r.success}}
   with open(os.path.join(out_dir, "teacher.json"), "w") as f:
     json.dump(report, f, indent=1)
-  print(f"teacher: {len(kept)}/{len(tasks)} train episodes kept {report['per_template']}"
+  print(f"teacher: {len(kept)}/{len(tasks)} {split} episodes kept {report['per_template']}"
         + (f"; {len(report['failed'])} failed (see teacher.json)" if report["failed"] else ""), flush=True)
   return path
 
