@@ -28,6 +28,7 @@ from PIL import Image
 
 from mage_jax.actions import keys, schema as tools
 from mage_jax.agent.env import APPS_DIR, LAYOUT_DIR, Env, Observation
+from mage_jax.agent import terminal
 from mage_jax.agent.sandbox import HOME
 from mage_jax.agent.tasks import checkers, preparers
 from mage_jax.agent.tasks.package import TaskPackage
@@ -147,7 +148,7 @@ class RemoteEnv(Env):
       rc = resp.get("returncode")
       if rc not in (0, None):
         text += f"\n[exit code {rc}]"
-      return Observation(text=text.strip("\n") or "[no output]", screenshot=self.screenshot())
+      return Observation(text=text.strip("\n") or terminal.NO_OUTPUT, screenshot=self.screenshot())
     if arguments["action"] == "terminate":
       self.terminate_status = arguments["status"]
       return Observation(done=True, status=arguments["status"])

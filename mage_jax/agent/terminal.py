@@ -42,6 +42,8 @@ import time
 
 from mage_jax.agent.sandbox import Sandbox, descendants, kill_tree, sandbox_env
 
+NO_OUTPUT = "[no output]"   # what a command that printed nothing shows the model
+
 _LOOP = r'''
 exec 3<&0 </dev/null 2>&1
 cd "$HOME"
@@ -81,7 +83,7 @@ class ShellResult:
       text += "\n[the shell was restarted; its working directory and variables were reset]"
     if self.exit_code not in (0, None):
       text += f"\n[exit code {self.exit_code}]"
-    return text.strip("\n") or "[no output]"
+    return text.strip("\n") or NO_OUTPUT
 
 
 @dataclasses.dataclass

@@ -259,8 +259,10 @@ class CopyCorpus:
     forms = (" {}", "{}", "\"{}", " {}\"", "{}.", " {};", "/{}", "'{}'")
     texts = [f.format(v) for v in values for f in forms]
     extra = list(extra_texts)
-    # a text's first word tokenizes differently after a space ("Action: Finish"): both forms
-    texts += [chr(c) for c in range(32, 127)] + extra + [" " + t for t in extra] + list(self.preambles)
+    # a text's first word tokenizes differently after a space ("Action: Finish"), and its last
+    # with the newline a rendered turn puts after it (" ." + "\n" is one token): every form
+    texts += [chr(c) for c in range(32, 127)] + list(self.preambles)
+    texts += [form.format(t) for t in extra for form in ("{}", " {}", "{}\n", " {}\n", "\n{}")]
     for enc in self.tok.encode_batch(texts):
       ids.update(enc)
     rng = random.Random(seed)

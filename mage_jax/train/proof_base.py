@@ -12,6 +12,7 @@ from typing import Any, Callable
 import ml_collections
 
 from mage_jax.actions import schema
+from mage_jax.agent import terminal
 from mage_jax.agent.tasks import proof_family as pf
 from mage_jax.data import copy_corpus, prompts
 from mage_jax.train import pretrain
@@ -30,8 +31,12 @@ def system_turns() -> list[str]:
 
 
 def family_texts(family: Any = None) -> list[str]:
-  """Every text an instance of either split can hold (proof_family.all_texts)."""
-  return list(pf.all_texts(family))
+  """Every text an instance of either split can hold (proof_family.all_texts), and the harness's
+  own texts around them in a rendered episode (tool-response framing, empty-output and
+  omitted-screenshot markers: data/render.py, agent/terminal.py)."""
+  harness = [prompts.SCREENSHOT_OMITTED, terminal.NO_OUTPUT, "<|im_start|>user\n<tool_response>\n",
+             "\n</tool_response><|im_end|>\n"]
+  return list(pf.all_texts(family)) + harness
 
 
 def run(config: ml_collections.ConfigDict, workdir: str, log: Callable[[str], None] = print) -> dict[str, Any]:
