@@ -34,6 +34,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   c.workers = 2                                 # generation processes (CPU-bound: one per core)
   c.gate_workers = 2 if tiny else 8             # sandbox gate processes (desktop gates mostly wait)
   c.gate = True                                 # run the package gates (False: file gate only)
+  c.phrasing = True                             # a seeded frame around each instruction (forge/phrasing.py)
   c.near_dup = 0.9                              # word 3-gram Jaccard at/above which two instructions are one
   c.band = (0.2, 0.8)                           # the student's frontier band of success
   c.refine_at = 0.5                             # rejection rate that triggers a workflow refinement

@@ -52,7 +52,10 @@ class Deduper:
     self.by_skill: dict[str, list[tuple[frozenset, str, str]]] = {}
 
   def check(self, skill: str, params: Any, instruction: str, checker: Any, pkg_id: str) -> tuple[str, str] | None:
-    """None (and remembers the candidate) or (reason, the id of the package it duplicates)."""
+    """None (and remembers the candidate) or (reason, the id of the package it duplicates).
+    Instructions are compared without their phrasing frame (forge/phrasing.py)."""
+    from mage_jax.forge.phrasing import unframe
+    instruction = unframe(instruction)
     pkey = skill + ":" + digest(params)
     if params is not None and pkey in self.params:
       return "dedup_params", self.params[pkey]

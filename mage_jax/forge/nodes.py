@@ -1,6 +1,9 @@
 """Typed workflow nodes. Each node declares input ports (name -> type) and one output type;
 `workflow.Workflow` type-checks the wiring when it is built and runs the nodes in order.
 
+Nodes: sample | llm_params -> build -> [phrase] -> [llm_reword] -> setup, checker, prepare,
+package, file_gate.
+
 Types flowing between nodes (all JSON values, so every node output can be cached on disk):
   seed     int                          the engine's root input
   params   dict                         a skill's parameters (valid against its param_schema)
@@ -152,6 +155,20 @@ REWORD_SCHEMA = {"type": "object", "required": ["instruction"],
                  "properties": {"instruction": {"type": "string", "minLength": 10}}}
 
 
+@dataclasses.dataclass
+class PhraseNode(Node):
+  """A seeded frame around the instruction (forge/phrasing.py); the consistency gate must pass,
+  else the bare instruction stays."""
+
+  def run(self, ctx: Context, fields: dict[str, Any]) -> dict[str, Any]:
+    from mage_jax.forge import consistency, phrasing
+    original = fields["instruction"]
+    framed = phrasing.frame(original, ctx.skill.id, ctx.seed)
+    if consistency.problems(original, framed, fields.get("checker")):
+      return fields
+    return dict(fields, instruction=framed)
+
+
 # ---- package pieces ------------------------------------------------------------------------------
 @dataclasses.dataclass
 class BuildNode(Node):
@@ -242,6 +259,7 @@ PORTS: dict[str, tuple[Callable[..., Node], dict[str, str], str]] = {
     "sample": (SampleNode, {"seed": "seed"}, "params"),
     "llm_params": (LLMParamsNode, {"seed": "seed"}, "params"),
     "llm_reword": (RewordNode, {"fields": "fields"}, "fields"),
+    "phrase": (PhraseNode, {"fields": "fields"}, "fields"),
     "build": (BuildNode, {"params": "params"}, "fields"),
     "setup": (SetupNode, {"fields": "fields"}, "setup"),
     "checker": (CheckerNode, {"fields": "fields"}, "checker"),

@@ -83,7 +83,8 @@ def generate_one(skill_id: str, seed: int, avoid: dict[str, list] | None) -> dic
   llm = _WORKER.get("llm") or {}
   skill = REGISTRY[skill_id]
   wf = default_workflow(skill, llm_params=bool(llm.get("params")), reword=bool(llm.get("reword")),
-                        avoid=avoid, max_retries=int(llm.get("max_retries", 2)), judge=bool(llm.get("judge")))
+                        avoid=avoid, max_retries=int(llm.get("max_retries", 2)), judge=bool(llm.get("judge")),
+                        phrase=bool(_WORKER.get("phrasing")))
   t0 = time.monotonic()
   out = wf.run(seed, NodeCache(_WORKER.get("node_cache")), _client())
   d = dataclasses.asdict(out)
@@ -258,5 +259,6 @@ def _accept(o: dict[str, Any], suite_dir: str, st: RoundStats) -> None:
 
 def worker_settings(c: dict[str, Any]) -> dict[str, Any]:
   return {"llm": c.get("llm"), "env": c.get("env"), "skill_modules": list(c.get("skill_modules") or []),
+          "phrasing": bool(c.get("phrasing")),
           "node_cache": os.path.join(c["workdir"], "cache", "nodes"),
           "gate_cache": os.path.join(c["workdir"], "cache", "gates")}

@@ -6,7 +6,7 @@ when built, run with a content-addressed per-node cache on disk (so a run resume
 
 The default DAG:
 
-  seed -> sample | llm_params -> build -> [llm_reword] -> setup  -> prepare -----------\
+  seed -> sample | llm_params -> build -> [phrase] -> [llm_reword] -> setup  -> prepare -----------\
                                                       \-> checker -> package -> file_gate -> package
 
 A node's cache key is the hash of its kind, name, config, the skill's fingerprint (the source
@@ -188,10 +188,10 @@ class Workflow:
 
 def default_workflow(skill: Skill, *, llm_params: bool = False, reword: bool = False,
                      avoid: dict[str, list[Any]] | None = None, max_retries: int = 2,
-                     judge: bool = False) -> Workflow:
+                     judge: bool = False, phrase: bool = False) -> Workflow:
   """The standard DAG of a skill (see the module docstring). `avoid` prunes value pools of the
   sample node (a refinement round sets it from rejected tasks); `judge` adds the LLM judge to the
-  reword node's consistency gate."""
+  reword node's consistency gate; `phrase` the seeded instruction frame (forge/phrasing.py)."""
   if llm_params:
     first = N.make("llm_params", "params", max_retries=max_retries)
   else:
@@ -199,9 +199,13 @@ def default_workflow(skill: Skill, *, llm_params: bool = False, reword: bool = F
   ns = [first, N.make("build")]
   wiring = {"params": {"seed": "seed"}, "build": {"params": "params"}}
   fields = "build"
+  if phrase:
+    ns.append(N.make("phrase"))
+    wiring["phrase"] = {"fields": fields}
+    fields = "phrase"
   if reword:
     ns.append(N.make("llm_reword", "reword", max_retries=max_retries, **({"judge": True} if judge else {})))
-    wiring["reword"] = {"fields": "build"}
+    wiring["reword"] = {"fields": fields}
     fields = "reword"
   ns += [N.make("setup"), N.make("checker"), N.make("prepare"), N.make("package"), N.make("file_gate")]
   wiring.update({"setup": {"fields": fields}, "checker": {"fields": fields}, "prepare": {"setup": "setup"},

@@ -15,8 +15,8 @@ from typing import Any
 
 from mage_jax.forge import skill as skill_lib
 
-VERSION = 1
-DOMAIN_MODULES = ("shell", "text", "csvdata", "spreadsheet", "document", "slides", "pdf", "image", "sqlite", "desktop", "report", "pipeline", "convert")
+VERSION = 2
+DOMAIN_MODULES = ("shell", "text", "csvdata", "spreadsheet", "document", "slides", "pdf", "image", "sqlite", "desktop", "report", "pipeline", "convert", "chain")
 
 
 def load_all() -> dict[str, skill_lib.Skill]:

@@ -121,7 +121,9 @@ sk("sqlite.modify.raise_prices", "Update a column for the rows that match a cond
                      _q(_ALL, [o[:4] + [o[4] + 5 * (o[2] == p["item"])] for o in p["orders"]]),
                      [_pysql("con.execute('UPDATE orders SET price = price + 5')")],
                      terminal=[_pysql(f"con.execute(\"UPDATE orders SET price = price + 5 WHERE item = '{p['item']}'\")")]),
-   sample=lambda r: {"orders": _orders(r), "item": ITEMS[1]})
+   # the item is one some order has: a fixed item missing from a draw (1 in 9 draws) left nothing to
+   # change, so the untouched database already scored 1 (found by chaining the skill)
+   sample=lambda r: (lambda o: {"orders": o, "item": r.choice(o)[2]})(_orders(r)))
 
 sk("sqlite.modify.delete_small", "Delete the rows below a threshold",
    lambda p: package(f"Delete every order with qty below {p['min']} from {DB}.", _db(p),
