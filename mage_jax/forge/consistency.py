@@ -7,8 +7,9 @@ the original instruction states:
 
   * literals: every quoted string, file name and number of the original (filecheck.literal_values)
     and every scalar of the checker spec that the original mentions (`lost_literal`,
-    `lost_checker_value`); no number or file name the original does not hold (`added_number`:
-    "the top 3", `added_file`: a file mentioned twice, one mention renamed);
+    `lost_checker_value`); every number and file name as often as in the original
+    (`added_number`: "the top 3", `lost_number`: "4 things" -> "5 things" where a 4 and a 5
+    occur elsewhere too, `added_file` / `lost_file`: a file mentioned twice, one mention renamed);
   * meaning words, grouped by axis and polarity (AXES): ordering (lowest first / ascending vs
     highest first / descending), extremes (smallest vs largest), comparisons (above / more than vs
     below / less than, at least vs at most), position (first vs last), direction (left / right,
@@ -113,7 +114,7 @@ def _mentions(text: str, value: str) -> bool:
 
 def problems(original: str, reworded: str, checker: Any = None) -> list[str]:
   """Why `reworded` may ask something else than `original` (empty: consistent). Each item starts
-  with its reason: lost_literal, lost_checker_value, added_number, added_file, flipped:<axis>,
+  with its reason: lost_literal, lost_checker_value, added_number, lost_number, added_file, lost_file, flipped:<axis>,
   dropped:<axis>, added:<axis>."""
   out = []
   for v in filecheck.literal_values(original):
@@ -123,16 +124,14 @@ def problems(original: str, reworded: str, checker: Any = None) -> list[str]:
     if len(v) > 1 or v.isdigit():
       if _mentions(original, v) and not _mentions(reworded, v):
         out.append(f"lost_checker_value: {v!r}")
-  before_nums = set(_NUMBER.findall(original))
-  for n in _NUMBER.findall(reworded):
-    if n not in before_nums:
-      out.append(f"added_number: {n}")
-      break
-  before_files = set(_FILE.findall(original))
-  for name in _FILE.findall(reworded):
-    if name not in before_files:
-      out.append(f"added_file: {name}")
-      break
+  for what, pattern in (("number", _NUMBER), ("file", _FILE)):  # as often as before, each
+    before, after = collections.Counter(pattern.findall(original)), collections.Counter(pattern.findall(reworded))
+    more = sorted(v for v in after if after[v] > before[v])
+    fewer = sorted(v for v in before if before[v] > after[v])
+    if more:
+      out.append(f"added_{what}: {more[0]}")
+    if fewer:
+      out.append(f"lost_{what}: {fewer[0]}")
   a, b = meaning_words(original), meaning_words(reworded)
   for axis in AXES:
     more = sorted(p for (x, p) in b if x == axis and b[(x, p)] > a[(x, p)])
