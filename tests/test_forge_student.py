@@ -5,6 +5,7 @@ over >= 8 episodes with 95% intervals, and the student's grouped failures must b
 skill (the parameter region column=qty) whose packages pass the same sandbox gates next round."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -84,3 +85,27 @@ def test_endpoint_student_round_reports_intervals_and_grows_a_gated_child_skill(
   mine = [p for p in load_suite(m["suite"]) if p.skills[0] == child]
   assert mine and all("'qty'" in p.instruction for p in mine)
   assert r2["student_per_skill"][child]["success"] == 0.0   # the region the student cannot do
+
+
+@dataclasses.dataclass
+class _ClickTask:
+  id: str
+  references: list
+
+  @property
+  def reference(self):
+    return self.references[0]["calls"]
+
+
+def test_noisy_student_clicks_wrong_when_a_slip_hid_the_widget():
+  from mage_jax.agent.episode import PolicyRequest
+  from mage_jax.forge.student import NoisyScriptedPolicy
+
+  def resolve(args):  # the env's '@app.widget' lookup after a missed scroll
+    if str(args.get("coordinate", "")).startswith("@"):
+      raise KeyError("widget 'item:x' of app 'picker' is not on screen")
+    return args
+  task = _ClickTask("t", [{"channel": "gui", "calls": [{"name": "computer_use", "arguments": {
+      "action": "left_click", "coordinate": "@picker.item:x"}}]}])
+  out = NoisyScriptedPolicy(0.0, "s").act(PolicyRequest(task, 1, None, None, [], resolve))
+  assert '"coordinate": [0, 0]' in out.text and "left_click" in out.text

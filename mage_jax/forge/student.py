@@ -29,7 +29,13 @@ class NoisyScriptedPolicy(ScriptedPolicy):
       task = dataclasses.replace(request.task, references=[{"channel": "hybrid", "calls": [
           *calls[:i], wrong, *calls[i + 1:]]}])
       return super().act(dataclasses.replace(request, task=task))
-    return super().act(request)
+    try:
+      return super().act(request)
+    except KeyError:  # an earlier slip (e.g. a missed scroll) left the widget this step clicks off
+      # screen: the stand-in clicks wrong, as a model would, instead of failing the episode
+      task = dataclasses.replace(request.task, references=[{"channel": "hybrid", "calls": [
+          *calls[:i], wrong_call(calls[i]), *calls[i + 1:]]}])
+      return super().act(dataclasses.replace(request, task=task))
 
 
 def student_factory(noise: NoiseModel, round_k: int):
