@@ -39,7 +39,13 @@ def test_smoke_pipeline_writes_every_figure(smoke):
   from mage_jax.agent.tasks.proof_family import TEMPLATES
   data = read(smoke, "data", "summary.json")
   assert data["instances"] == {"train": 8, "heldout": 4} and data["teacher_episodes"] == 8
+  assert data["probe_episodes"].endswith("teacher_heldout/episodes.jsonl")
   res = read(smoke, "results.json")
+  for label, ev in res["evaluations"].items():   # the copy probe on the 4 held-out teacher episodes
+    probe = ev["copy_probe"]
+    assert probe["value_tokens"] > 0 and probe["nll"] > 0 and 0 <= probe["accuracy"] <= 1, label
+  with open(os.path.join(smoke, "results.md")) as f:
+    assert "copy probe" in f.read()
   assert sorted(res["evaluations"]) == ["init", "rl", "sft"]
   for label, ev in res["evaluations"].items():
     t1 = ev["summary"]["t1"]

@@ -261,7 +261,8 @@ def results(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, workd
       continue
     rows[label] = _read(os.path.join(d, "episodes.json"))
     s = _read(os.path.join(d, "summary.json"))
-    out["evaluations"][label] = {k: s[k] for k in ("params_from", "instances", "summary", "wall_s")}
+    out["evaluations"][label] = {**{k: s[k] for k in ("params_from", "instances", "summary", "wall_s")},
+                                 "copy_probe": s.get("copy_probe")}
   for a, b in (("sft", "rl"), ("init", "sft")):
     if a in rows and b in rows:
       out["paired"][f"{a}_vs_{b}"] = {m: paired(rows[a], rows[b], m, cfg.bootstrap_samples)
@@ -330,6 +331,11 @@ def results_markdown(res: dict) -> str:
                      f"[{100 * b['lo']:+.1f}, {100 * b['hi']:+.1f}], bootstrap p = {b['p_value']:.4f}, "
                      f"exact McNemar p = {p['mcnemar']['p_value']:.4g} "
                      f"(only before {p['mcnemar']['only_a']}, only after {p['mcnemar']['only_b']})")
+  probes = [(k, ev[k]["copy_probe"]) for k in labels if ev[k].get("copy_probe")]
+  if probes:
+    lines += ["", "| checkpoint | copy probe: held-out value NLL (nats) | value-token accuracy | value tokens |",
+              "|---|---|---|---|"]
+    lines += [f"| {k} | {p['nll']:.3f} | {100 * p['accuracy']:.1f}% | {p['value_tokens']} |" for k, p in probes]
   for k, b in res.get("blind", {}).items():
     p = b["paired"]
     if p.get("instances"):
