@@ -13,7 +13,7 @@ PIN := -c constraints.txt
 # The CPU build of torch==2.13.0, or stop: a CUDA build is several GB and no test needs it.
 CPU_TORCH = -c "import sys, torch; v = torch.__version__; sys.exit(0 if v.split('+')[0] == '2.13.0' and not torch.version.cuda else f'{sys.prefix} has torch=={v} (CUDA {torch.version.cuda}); want the CPU build of 2.13.0')"
 
-.PHONY: setup setup-test system-deps system-apps eval-apps engine engine-gpu demo test bench clean
+.PHONY: setup setup-test system-deps system-apps eval-apps engine engine-gpu demo test bench proof clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -99,6 +99,15 @@ test: setup-test
 
 bench: setup-test
 	$(BIN)/python -m launch.bench --suite=cpu
+
+# The learning proof, one seed (docs/results.md): data -> base (cached across seeds) -> SFT -> eval ->
+# RL -> eval -> results.json / results.md / plots, playing episodes on the desktop apps it installs.
+# make proof SEED=1; make proof PROOF_ARG=smoke (toy scale, minutes)
+SEED ?= 0
+PROOF_ARG ?=
+proof: setup $(APPS_STAMP)
+	$(BIN)/python -m launch.curriculum --config=configs/proof.py$(if $(PROOF_ARG),:$(PROOF_ARG)) \
+	  --workdir=$(CURDIR)/workdirs/proof$(if $(PROOF_ARG),_$(PROOF_ARG))_s$(SEED) --config.seed=$(SEED)
 
 clean:
 	rm -rf $(VENV) $(ENGINE) workdirs
