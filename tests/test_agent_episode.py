@@ -420,7 +420,8 @@ def test_env_lost_episodes_stay_in_the_grpo_group():
   """A workload that destroyed its environment trains as the failure it is; only env_error is left out."""
   import types
   from mage_jax.rl.rollouts import group_from_results
-  pols = [types.SimpleNamespace(episode_id=f"e{i}", samples=[object()], error=None) for i in range(3)]
+  pols = [types.SimpleNamespace(episode_id=f"e{i}", samples=[object()], error=None, returned_image_bytes=0)
+          for i in range(3)]   # RolloutPolicy's fields that group_from_results reads
 
   def res(i, status, score):
     return types.SimpleNamespace(status=status, model_calls=1, score=score, parse_errors={}, spray={},
