@@ -11,8 +11,11 @@ Stages (mage_jax/train/curriculum.py; each in <workdir>/<stage>, a rerun resumes
               --config.seed)
   base        the pretrained base (launch.pretrain, configs/pretrain.py; mage_jax/train/pretrain.py):
               cached by config + code across seeds, linked into <workdir>/base
+  vision      GUI midtraining (issue 36 item 2): launch.train's loop from the base on the data
+              stage's click screens (agent/tasks/proof_grounding.py: buttons at random places, no
+              held-out layout), click accuracy on the held-out click_colour screens at the end
   sft         launch.train's loop: pack the teacher episodes (render, pack, loss mask), train from
-              the base on its compact vocabulary (the stage's final params are full-vocabulary)
+              the vision stage on the base's compact vocabulary (final params are full-vocabulary)
   eval_sft    held-out evaluation (mage_jax/agent/proof_eval.py: T=1, greedy, screenshot-blind
               on GUI/hybrid) through RL's episode runner + embedded engine
   rl          async GRPO + TIS, frontier sampling, embedded rollout server, train split only
@@ -38,7 +41,7 @@ from mage_jax.agent.tasks import proof_pools
 from mage_jax.agent.tasks.proof_family import SCREEN
 from mage_jax.data.images import MAX_PIXELS as RUNNER_MAX_PIXELS
 
-STAGE_KINDS = ("data", "base", "eval", "sft", "rl", "results")
+STAGE_KINDS = ("data", "base", "vision", "eval", "sft", "rl", "results")
 JOBS = {"data": "mage_jax.train.proof_steps:teacher_data",
         "base": "mage_jax.train.proof_base:stage",
         "eval": "mage_jax.train.proof_steps:evaluate",
@@ -46,7 +49,7 @@ JOBS = {"data": "mage_jax.train.proof_steps:teacher_data",
 # (stage name, kind) in order; eval stages evaluate the params of the last training stage, except
 # eval_init (always the random init at the seed).
 # The init evaluation runs last: its params are fixed by the seed, and the SFT and RL figures come first.
-STAGES = (("data", "data"), ("base", "base"), ("sft", "sft"), ("eval_sft", "eval"), ("rl", "rl"), ("eval_rl", "eval"),
+STAGES = (("data", "data"), ("base", "base"), ("vision", "vision"), ("sft", "sft"), ("eval_sft", "eval"), ("rl", "rl"), ("eval_rl", "eval"),
           ("eval_init", "eval"), ("results", "results"))
 SUITES = "{workdir}/data"   # <data stage>/train_suite, heldout_suite, teacher/episodes.jsonl
 BASE = "{workdir}/base"     # the base stage: hf/ (full-vocabulary Qwen3) and vocab.json (compact rows)
@@ -69,7 +72,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   kind, scale = _parse(arg)
   if not kind:
     return curriculum(scale)
-  return {"data": data, "base": base, "eval": evaluation, "sft": sft, "rl": rl,
+  return {"data": data, "base": base, "vision": vision, "eval": evaluation, "sft": sft, "rl": rl,
           "results": results}[kind](scale == "smoke")
 
 
@@ -83,8 +86,12 @@ def curriculum(scale: str) -> ml_collections.ConfigDict:
   c.family = pool_fields()   # copied into every stage that has a `family` section (data, eval)
   c.stages = ml_collections.ConfigDict()
   for i, (name, kind) in enumerate(STAGES):
-    overrides = {"sft": f"data.sources.teacher.paths={SUITES}/teacher/episodes.jsonl"
-                        + ("" if scale else f";init.from_dir={BASE}/hf;model.compact_vocab={BASE}/vocab.json"),
+    # vision starts from the base; sft from vision (the curriculum's previous training stage).
+    compact = "" if scale else f";model.compact_vocab={BASE}/vocab.json"
+    overrides = {"vision": f"data.sources.teacher.paths={SUITES}/grounding/episodes.jsonl;"
+                           f"eval.click_jsonl={SUITES}/grounding_heldout/episodes.jsonl"
+                           + ("" if scale else f";init.from_dir={BASE}/hf") + compact,
+                 "sft": f"data.sources.teacher.paths={SUITES}/teacher/episodes.jsonl" + compact,
                  "rl": f"rl.suite={SUITES}/train_suite",
                  "eval": f"proof.heldout_suite={SUITES}/heldout_suite;"
                          f"proof.probe_episodes={SUITES}/teacher_heldout/episodes.jsonl"}.get(kind, "")
@@ -179,6 +186,9 @@ def data(smoke: bool) -> ml_collections.ConfigDict:
   c.job = JOBS["data"]
   c.seed = 0
   _family(c, smoke)
+  # the vision stage's click screens (agent/tasks/proof_grounding.py): train screens at random
+  # places, and held-out click_colour screens for its click accuracy; 0 train screens: none
+  c.vision = ml_collections.ConfigDict(dict(train_screens=2 if smoke else 2000, heldout_screens=1 if smoke else 60))
   c.env = rl(smoke).env
   return c
 
@@ -197,6 +207,18 @@ def sft(smoke: bool) -> ml_collections.ConfigDict:
   c.optimizer.weight_decay = 0.0
   c.checkpoint.every_steps = 100
   c.log.every_steps = 1 if smoke else 10
+  return c
+
+
+def vision(smoke: bool) -> ml_collections.ConfigDict:
+  """GUI midtraining before agent SFT: the SFT stage's model, render and trainer on one-step click
+  screens (the data stage's grounding/), with click accuracy on held-out click_colour screens
+  (eval.click_jsonl) at the end."""
+  c = sft(smoke)
+  c.name = "proof_vision"
+  c.train.total_steps = 2 if smoke else 600
+  c.eval.click_samples = 1 if smoke else 60
+  c.eval.max_new_tokens = 24 if smoke else 96   # a click turn (think, Action line, call): 60-80 tokens
   return c
 
 

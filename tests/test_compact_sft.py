@@ -89,6 +89,21 @@ def test_compact_sft_equals_full_vocabulary_and_hands_on_full_params(tmp_path):
   left_out = emb[2000:]
   np.testing.assert_array_equal(left_out, np.broadcast_to(left_out[0], left_out.shape))  # the rest row
 
+  # a next stage may start from that stage dir on the compact vocabulary again (the proof's sft after
+  # its vision stage): the same function as starting from it on the full vocabulary
+  next_full = str(tmp_path / "next_full")
+  loop.train(_config(tmp_path, packed, init__from_dir=compact_run), next_full)
+  next_compact = str(tmp_path / "next_compact")
+  loop.train(_config(tmp_path, packed, init__from_dir=compact_run, model__compact_vocab=vocab_file), next_compact)
+  np.testing.assert_allclose(_first_loss(next_compact), _first_loss(next_full), rtol=1e-5)
+  assert _first_loss(next_compact) < _first_loss(compact_run)   # it did start from the trained params
+
+
+def test_compact_rows_map_back_to_full_ids():
+  vocab = CompactVocab.from_token_ids([7, 3, 11], 20)
+  rows = vocab.to_compact(np.array([3, 7, 11, 5]), strict=False)
+  np.testing.assert_array_equal(vocab.to_full(rows), [3, 7, 11, -1])   # 5 reads the rest row
+
 
 def test_compact_vocab_config_errors(tmp_path):
   packed = str(tmp_path / "packed")

@@ -40,6 +40,10 @@ def test_smoke_pipeline_writes_every_figure(smoke):
   data = read(smoke, "data", "summary.json")
   assert data["instances"] == {"train": 8, "heldout": 4} and data["teacher_episodes"] == 8
   assert data["probe_episodes"].endswith("teacher_heldout/episodes.jsonl")
+  assert data["grounding"] == {"train": 2, "heldout": 1}   # the vision stage's click screens
+  vision = read(smoke, "vision", "summary.json")   # GUI midtraining: its steps and held-out clicks
+  assert vision["steps"] == 2 and vision["eval"]["click_samples"] == 1.0
+  assert 0.0 <= vision["eval"]["click_accuracy"] <= vision["eval"]["click_parsed"] <= 1.0
   res = read(smoke, "results.json")
   for label, ev in res["evaluations"].items():   # the copy probe on the 4 held-out teacher episodes
     probe = ev["copy_probe"]
@@ -57,6 +61,7 @@ def test_smoke_pipeline_writes_every_figure(smoke):
       assert ev["summary"]["blind"]["all"]["episodes"] == 2   # the GUI and the hybrid instance
   assert res["evaluations"]["init"]["params_from"].startswith("random init (seed 1)")
   assert res["evaluations"]["sft"]["params_from"].endswith("/sft")
+  assert read(smoke, "sft", "summary.json")["init_from"].endswith("/vision")   # sft starts from vision
   assert res["evaluations"]["rl"]["params_from"].endswith("/rl")
   # every evaluation played the same held-out instances (the pairs are whole)
   ids = {label: sorted(r["task_id"] for r in read(smoke, f"eval_{label}", "episodes.json") if r["mode"] == "t1")

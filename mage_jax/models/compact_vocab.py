@@ -94,6 +94,11 @@ class CompactVocab:
                          f"vocabulary ({len(self.ids)} ids), e.g. ids {missing}")
     return out.astype(np.int32)
 
+  def to_full(self, rows: np.ndarray) -> np.ndarray:
+    """Compact rows -> full ids; the rest row (no single id) -> -1."""
+    r = np.asarray(rows)
+    return np.where(r < len(self.ids), self.ids[np.minimum(r, len(self.ids) - 1)], -1).astype(np.int32)
+
   def compact_batch(self, batch: dict[str, np.ndarray], *, strict: bool = True) -> dict[str, np.ndarray]:
     """A packed batch with `tokens` and `targets` mapped to compact rows (other keys as they are).
     An input id outside the vocabulary (e.g. in a tool's output) reads the rest row, exactly as the

@@ -144,6 +144,7 @@ def click_accuracy(t: Any, params: Any, config: ml_collections.ConfigDict,
   tok = load_tokenizer(rcfg.tokenizer_path)
   episodes = [e for e in trajectory.read_all([jsonl])
               if "target_box" in e.meta or isinstance(e.meta.get("grounding"), dict)][:config.eval.click_samples]
+  vocab = getattr(t, "vocab", None)   # a compact vocabulary: prompt ids in, rows out (mapped back)
   prompts = []
   for ep in episodes:
     s = renderer.render_step(ep, 1)
@@ -151,7 +152,8 @@ def click_accuracy(t: Any, params: Any, config: ml_collections.ConfigDict,
       continue
     first = int(np.argmax(s.loss_mask))
     rows = [images.patchify(im) for im in s.images]
-    prompts.append((s.tokens[:first], rows, ep))
+    tokens = s.tokens[:first] if vocab is None else vocab.to_compact(s.tokens[:first], strict=False)
+    prompts.append((tokens, rows, ep))
   if not prompts:
     return {}
   model = merge_model(t.graphdef, params, t.rest)
@@ -159,7 +161,10 @@ def click_accuracy(t: Any, params: Any, config: ml_collections.ConfigDict,
   budget = t.data.patch_budget
   hits = parsed = 0
   for tokens, rows, ep in prompts:
-    prompt = np.full((1, max_len), 151643, np.int32)
+    pad_id, eos_id = sampling.PAD_ID, sampling.IM_END_ID
+    if vocab is not None:
+      pad_id, eos_id = (int(vocab.to_compact(np.array([i]), strict=False)[0]) for i in (pad_id, eos_id))
+    prompt = np.full((1, max_len), pad_id, np.int32)
     prompt[0, :len(tokens)] = tokens
     patches = np.zeros((1, budget, 768), np.uint8)
     ids = np.zeros((1, budget), np.int32)
@@ -173,9 +178,14 @@ def click_accuracy(t: Any, params: Any, config: ml_collections.ConfigDict,
       vision = dict(patch_rows=jnp.asarray(patches), patch_image_ids=jnp.asarray(ids),
                     patch_positions=jnp.asarray(pos))
     out = sampling.generate(model, prompt, config.eval.max_new_tokens,
-                            prompt_lengths=np.array([len(tokens)], np.int32), greedy=True, **vision)
+                            prompt_lengths=np.array([len(tokens)], np.int32), greedy=True,
+                            eos_id=eos_id, pad_id=pad_id, **vision)
     n = int(out.lengths[0])
-    text = tok.decode(np.asarray(out.tokens[0, :n]).tolist())
+    ids = np.asarray(out.tokens[0, :n])
+    if vocab is not None:   # the rest row stands for no one id: an unparseable reply
+      ids = vocab.to_full(ids)
+      ids = ids[:int(np.argmax(ids < 0))] if (ids < 0).any() else ids
+    text = tok.decode(ids.tolist())
     ok, hit = click_hit(ep, text)
     parsed += ok
     hits += hit

@@ -293,6 +293,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
       "tokens_per_s": last.get("tokens_per_s"),
       "nonfinite_steps": int(np.asarray(state.nonfinite_steps)),
       "wall_s": time.perf_counter() - wall0, "eval": eval_results,
+      "init_from": config.init.from_dir,   # the params it started from ('' fresh)
   }
   with open(os.path.join(workdir, SUMMARY), "w") as f:
     json.dump(summary, f, indent=1)

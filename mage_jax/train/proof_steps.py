@@ -56,6 +56,7 @@ def teacher_data(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, 
   if os.path.abspath(episodes) != os.path.abspath(expected):
     raise RuntimeError(f"collect_teacher_data wrote {episodes}; the SFT stage reads {expected}")
   probe = heldout_teacher(f, stage_dir)
+  grounding = vision_screens(cfg, stage_dir)
   with open(episodes) as fh:
     n_episodes = sum(1 for line in fh if line.strip())
   from mage_jax.agent.tasks.package import load_suite
@@ -63,9 +64,9 @@ def teacher_data(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, 
   return {"suites": suites, "episodes_jsonl": episodes, "teacher_episodes": n_episodes,
           "instances": counts, "split_counts": fam.split_counts(f.split_seed, family=f),
           "pools": fam.token_report(load_tokenizer(""), f),   # sizes, tokens per value, coverage
-          "probe_episodes": probe,
+          "probe_episodes": probe, "grounding": grounding,
           "row": {"train_tasks": counts["train"], "heldout_tasks": counts["heldout"],
-                  "teacher_episodes": n_episodes},
+                  "teacher_episodes": n_episodes, "click_screens": grounding.get("train", 0)},
           "wall_s": time.perf_counter() - t0}
 
 
@@ -80,6 +81,24 @@ def heldout_teacher(family: ml_collections.ConfigDict, stage_dir: str) -> str:
   return fam.collect_teacher_data(os.path.join(stage_dir, "teacher_heldout"), seed=family.split_seed,
                                   per_template=per, workers=family.teacher_workers, family=family,
                                   split="heldout")
+
+
+def vision_screens(cfg: ml_collections.ConfigDict, stage_dir: str) -> dict:
+  """The vision stage's click screens (agent/tasks/proof_grounding.py), played by the teacher:
+  <stage_dir>/grounding/episodes.jsonl (train layouts) and grounding_heldout/ (held-out
+  click_colour screens, for the stage's click accuracy). {split: episodes kept}; {} when
+  config.vision.train_screens is 0."""
+  from mage_jax.agent.tasks import proof_grounding as pg
+  v = cfg.get("vision")
+  if v is None or v.train_screens <= 0:
+    return {}
+  f, out = cfg.family, {}
+  for split, n, name in (("train", v.train_screens, "grounding"), ("heldout", v.heldout_screens, "grounding_heldout")):
+    path = pg.collect(os.path.join(stage_dir, name), pg.screens(split, n, seed=f.split_seed, family=f),
+                      workers=f.teacher_workers)
+    with open(path) as fh:
+      out[split] = sum(1 for line in fh if line.strip())
+  return out
 
 
 def served_weights(cfg: ml_collections.ConfigDict, previous: str, out_root: str,

@@ -187,9 +187,6 @@ def check_init(config: ml_collections.ConfigDict) -> None:
   if path:
     if not os.path.isfile(path):
       raise ConfigError(f"config.model.compact_vocab={path!r}: no such file (a vocab.json of launch.pretrain)")
-    if config.get("eval") is not None and config.eval.get("click_jsonl"):
-      raise ConfigError("config.eval.click_jsonl decodes with the model: not with config.model.compact_vocab "
-                        "(evaluate the stage's final params, which are expanded to the full vocabulary)")
 
 
 def compact_vocab(config: ml_collections.ConfigDict):
@@ -339,10 +336,9 @@ def initial_state(t: Trainer) -> state_lib.TrainState:
     state, _ = state_lib.init_state(factory, t.tx, t.config.seed, t.shardings)
     if not src:
       return state
-    if init_kind(src) == "stage":
-      if t.vocab is not None:   # a stage's final params are always full-vocabulary
-        raise ConfigError(f"config.init.from_dir={src!r}: with config.model.compact_vocab, start from "
-                          "an HF directory (e.g. the stage's export or launch.pretrain's hf/)")
+    if init_kind(src) == "stage" and t.vocab is not None:
+      params = compacted_stage_params(t, src)   # a stage's final params are full-vocabulary
+    elif init_kind(src) == "stage":
       params = ckpt_lib.load_final_params(src, t.abstract.params, t.meta)
     else:
       params = params_from_hf(src, t.config.init.get("vision_dir", ""), state.params,
@@ -350,6 +346,24 @@ def initial_state(t: Trainer) -> state_lib.TrainState:
     params = jax.device_put(params, t.shardings.params)
     return jax.jit(lambda p, s: state_lib._fresh(p, t.tx, s.rng),
                    out_shardings=t.shardings)(params, state)
+
+
+def compacted_stage_params(t: Trainer, src: str) -> Any:
+  """A completed stage's final (full-vocabulary) params as the compact model's: the kept rows, and
+  the rest row of the others (exact for params a compact stage expanded: its rows were all equal)."""
+  import flax.nnx as nnx
+  full = state_lib.split_model(nnx.eval_shape(lambda: model_factory(t.full_cfg)(nnx.Rngs(0))))[1]
+  meta = ckpt_lib.make_meta(t.full_cfg, full, {"config_name": t.config.get("name", "")})
+  full = jax.tree_util.tree_map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+                                full, sharding.param_shardings(full, t.mesh))
+  try:
+    loaded = ckpt_lib.load_final_params(src, full, meta)
+  except ValueError as e:   # a stage of another model: one line naming the field
+    raise ConfigError(f"config.init.from_dir={src!r} does not fit the configured model: {e}") from None
+  pure = t.vocab.compact_params(jax.tree_util.tree_map(np.asarray, nnx.to_pure_dict(loaded)))
+  params = state_lib.split_model(nnx.eval_shape(lambda: model_factory(t.model_cfg)(nnx.Rngs(0))))[1]
+  nnx.replace_by_pure_dict(params, pure)
+  return params
 
 
 def final_params(t: Trainer, params: Any) -> tuple[Any, dict]:

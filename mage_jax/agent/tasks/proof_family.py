@@ -185,12 +185,12 @@ def _bash(cmd: str, think: str, action: str) -> dict[str, Any]:
   return {"name": "bash", "arguments": {"command": cmd}, "think": think, "action": action}
 
 
-def _click(colour: str, think: str) -> dict[str, Any]:
+def click_step(colour: str, think: str) -> dict[str, Any]:
   return {"name": "computer_use", "arguments": {"action": "left_click", "coordinate": f"@buttons.button:{colour}"},
           "think": think, "action": f"Click the {colour} button"}
 
 
-def _done(think: str) -> dict[str, Any]:
+def done_step(think: str) -> dict[str, Any]:
   return {"name": "computer_use", "arguments": {"action": "terminate", "status": "success"},
           "think": think, "action": "Finish: the task is complete"}
 
@@ -212,9 +212,9 @@ def _make_file(p: dict[str, Any]) -> dict[str, Any]:
       setup=[], checker={"type": "file_text", "path": name, "equals": word},
       reference=[_bash(f"echo {word} > {name}", f"The file {name} must hold the word {word} , so I echo it into the file.",
                        f"Write {word} to {name}"),
-                 _done(f"The file {name} now holds {word} , so the task is done.")],
+                 done_step(f"The file {name} now holds {word} , so the task is done.")],
       near_miss=[_bash(f"echo {word}s > {name}", f"I echo the word into {name} .", f"Write {word}s to {name}"),
-                 _done("Done.")])
+                 done_step("Done.")])
 
 
 def _count_lines(p: dict[str, Any]) -> dict[str, Any]:
@@ -225,9 +225,9 @@ def _count_lines(p: dict[str, Any]) -> dict[str, Any]:
       checker={"type": "file_text", "path": dst, "equals": str(len(lines))},
       reference=[_bash(f"wc -l < {src} > {dst}", f"I count the lines of {src} with wc and write the number to {dst} .",
                        f"Count the lines of {src} into {dst}"),
-                 _done(f"The line count of {src} is now in {dst} , so the task is done.")],
+                 done_step(f"The line count of {src} is now in {dst} , so the task is done.")],
       near_miss=[_bash(f"wc -l {src} > {dst}", f"I count the lines of {src} .", f"Count the lines of {src}"),
-                 _done("Done.")])
+                 done_step("Done.")])
 
 
 def _click_colour(p: dict[str, Any]) -> dict[str, Any]:
@@ -236,9 +236,9 @@ def _click_colour(p: dict[str, Any]) -> dict[str, Any]:
       instruction=f"Click the {colour} button",
       setup=[_buttons_app(colour, p["slot"], others)],
       checker={"type": "app_state", "path": "clicked.json", "expected": {"clicked": colour}},
-      reference=[_click(colour, f"I find the {colour} button on the screen and click it."),
-                 _done(f"I clicked the {colour} button, so the task is done.")],
-      near_miss=[_click(others[0][0], "I click a button."), _done("Done.")])
+      reference=[click_step(colour, f"I find the {colour} button on the screen and click it."),
+                 done_step(f"I clicked the {colour} button, so the task is done.")],
+      near_miss=[click_step(others[0][0], "I click a button."), done_step("Done.")])
 
 
 def _file_and_click(p: dict[str, Any]) -> dict[str, Any]:
@@ -251,10 +251,10 @@ def _file_and_click(p: dict[str, Any]) -> dict[str, Any]:
           {"type": "app_state", "path": "clicked.json", "expected": {"clicked": colour}}]},
       reference=[_bash(f"echo {word} > {name}", f"First the file: {name} must hold {word} , so I echo it into the file.",
                        f"Write {word} to {name}"),
-                 _click(colour, f"Now I find the {colour} button on the screen and click it."),
-                 _done(f"{name} holds {word} and I clicked the {colour} button, so the task is done.")],
+                 click_step(colour, f"Now I find the {colour} button on the screen and click it."),
+                 done_step(f"{name} holds {word} and I clicked the {colour} button, so the task is done.")],
       near_miss=[_bash(f"echo {word} > {name}", f"I echo {word} into {name} .", f"Write {word} to {name}"),
-                 _click(others[0][0], "I click a button."), _done("Done.")])
+                 click_step(others[0][0], "I click a button."), done_step("Done.")])
 
 
 _BUILD = {"make_file": _make_file, "count_lines": _count_lines, "click_colour": _click_colour,
@@ -423,20 +423,9 @@ def collect_teacher_data(out_dir: str, seed: int = 0, per_template: int | None =
   The same episodes split by kind go to <out_dir>/{terminal,gui,hybrid,grounding}.jsonl, the layout
   `launch.pack --config=configs/data_tiny.py:<out_dir>` reads (grounding stays empty).
   <out_dir>/teacher.json counts episodes per template and the failures with their reasons."""
-  from mage_jax.agent import evaluation
-  from mage_jax.agent.env import EnvConfig, LocalEnv
-  from mage_jax.agent.episode import EpisodeConfig
-  from mage_jax.agent.policies import ScriptedPolicy
-  from mage_jax.agent.slots import make_pool
   from mage_jax.data import trajectory as tr
   tasks = instances(split, seed, per_template, family)
-  env_cfg = EnvConfig(width=SCREEN[0], height=SCREEN[1])
-  ep_cfg = EpisodeConfig(out_dir=os.path.join(out_dir, "shots"), max_steps=max_steps)
-  pool = make_pool("local", lambda: LocalEnv(env_cfg), ep_cfg, workers)
-  try:
-    results = evaluation.evaluate(tasks, lambda t: ScriptedPolicy("reference"), pool)
-  finally:
-    pool.close()
+  results = play_reference(tasks, os.path.join(out_dir, "shots"), workers, max_steps)
   kept = [r for r in results if r.success and r.episode is not None]
   path = os.path.join(out_dir, "episodes.jsonl")
   tr.write_episodes(path, [r.episode for r in kept])
@@ -445,7 +434,7 @@ def collect_teacher_data(out_dir: str, seed: int = 0, per_template: int | None =
   report = {"seed": seed, "split": split, f"{split}_instances": len(tasks), "episodes": len(kept),
             "pools": {k: {split: len(v) for split, v in p.items()} for k, p in value_pools(family).items()},
             "per_template": dict(collections.Counter(template_of(r.task_id) for r in kept)),
-            "failed": {r.task_id: _failure(r) for r in results if not r.success}}
+            "failed": {r.task_id: failure_line(r) for r in results if not r.success}}
   with open(os.path.join(out_dir, "teacher.json"), "w") as f:
     json.dump(report, f, indent=1)
   print(f"teacher: {len(kept)}/{len(tasks)} {split} episodes kept {report['per_template']}"
@@ -453,7 +442,25 @@ def collect_teacher_data(out_dir: str, seed: int = 0, per_template: int | None =
   return path
 
 
-def _failure(r) -> str:
+def play_reference(tasks: list[TaskPackage], shots_dir: str, workers: int = 2, max_steps: int = 6) -> list:
+  """The scripted reference policy plays `tasks` through the real harness (the slot pool and
+  episode loop launch.eval uses: sandbox, Xvfb at 640x400, the Tk apps); screenshots under
+  `shots_dir`. Returns the evaluation results, in task order."""
+  from mage_jax.agent import evaluation
+  from mage_jax.agent.env import EnvConfig, LocalEnv
+  from mage_jax.agent.episode import EpisodeConfig
+  from mage_jax.agent.policies import ScriptedPolicy
+  from mage_jax.agent.slots import make_pool
+  env_cfg = EnvConfig(width=SCREEN[0], height=SCREEN[1])
+  ep_cfg = EpisodeConfig(out_dir=shots_dir, max_steps=max_steps)
+  pool = make_pool("local", lambda: LocalEnv(env_cfg), ep_cfg, workers)
+  try:
+    return evaluation.evaluate(tasks, lambda t: ScriptedPolicy("reference"), pool)
+  finally:
+    pool.close()
+
+
+def failure_line(r) -> str:
   """One line on why a teacher episode is not kept (status, score, the error's first line)."""
   first = (r.error or "").splitlines()[0][:200] if r.error else ""
   return f"{r.status} score={r.score:.2f} {first}".strip()

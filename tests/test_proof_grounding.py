@@ -1,0 +1,86 @@
+"""The vision stage's click screens (agent/tasks/proof_grounding.py): layouts, the held-out rule, and
+the target box against the real harness's click."""
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from mage_jax.agent.tasks import proof_family as pf
+from mage_jax.agent.tasks import proof_grounding as pg
+from mage_jax.data import trajectory as tr
+
+
+def _places(task):
+  return next(s["config"]["places"] for s in task.setup if s["type"] == "app")
+
+
+def _rect(xy):
+  return (xy[0], xy[1], xy[0] + pf.BUTTON_W, xy[1] + pg.BUTTON_H)
+
+
+def _overlap(a, b):
+  return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def test_train_screens_layouts_and_no_heldout_layout():
+  tasks = pg.screens("train", 400, seed=3)
+  assert len({t.id for t in tasks}) == 400
+  heldout = collections.defaultdict(list)   # written here from the pools, not from the module
+  for colour, slot in pf.value_pools()["colour_slots"]["heldout"]:
+    heldout[colour].append(_rect(pf.slot_xy(slot)))
+  counts = collections.Counter()
+  for t in tasks:
+    places = _places(t)
+    colour = t.instruction.split()[2]
+    assert t.instruction == f"Click the {colour} button" and colour in places
+    assert pg.MIN_BUTTONS <= len(places) <= pg.MAX_BUTTONS
+    counts[len(places)] += 1
+    rects = {c: _rect(xy) for c, xy in places.items()}
+    for c, r in rects.items():
+      assert 0 <= r[0] and r[2] <= pf.SCREEN[0] and 0 <= r[1] and r[3] <= pf.SCREEN[1]
+      assert not any(_overlap(r, h) for h in heldout[c]), (t.id, c, r)
+      assert not any(_overlap(r, o) for d, o in rects.items() if d != c)
+  assert set(counts) == set(range(pg.MIN_BUTTONS, pg.MAX_BUTTONS + 1))
+  # layouts are not the grid's: most targets sit off every slot position
+  grid = {pf.slot_xy(s) for s in range(pf.SLOT_COLS * pf.SLOT_ROWS)}
+  assert sum(tuple(_places(t)[t.instruction.split()[2]]) in grid for t in tasks) < 5
+  # deterministic by seed
+  assert [t.to_dict() for t in pg.screens("train", 5, seed=3)] == [t.to_dict() for t in tasks[:5]]
+  assert pg.screens("train", 5, seed=4)[0].to_dict() != tasks[0].to_dict()
+
+
+def test_heldout_screens_are_the_families_heldout_click_colour_instances():
+  h = pg.screens("heldout", 4)
+  fam = [t for t in pf.instances("heldout") if pf.template_of(t.id) == "click_colour"][:4]
+  assert [t.id for t in h] == [t.id for t in fam]
+  with pytest.raises(ValueError, match="held-out click screens"):
+    pg.screens("heldout", 10_000)
+  with pytest.raises(ValueError, match="split="):
+    pg.screens("test", 1)
+
+
+def test_target_box_units():
+  t = pg.screens("heldout", 1)[0]
+  colour = t.instruction.split()[2]
+  x, y = _places(t)[colour]
+  x0, y0, x1, y1 = pg.target_box(t)
+  # 0..999 units of the 640x400 screen, as the model clicks (the click's centre lies inside)
+  cx, cy = (x + pf.BUTTON_W / 2) * 1000 / 640, (y + pg.BUTTON_H / 2) * 1000 / 400
+  assert x0 <= cx <= x1 and y0 <= cy <= y1
+  assert x1 - x0 == pytest.approx(pf.BUTTON_W * 1000 / 640, abs=3)
+  assert y1 - y0 == pytest.approx(pg.BUTTON_H * 1000 / 400, abs=3)
+
+
+def test_collect_through_the_harness_keeps_the_click_in_its_box(tmp_path):
+  tasks = pg.screens("train", 3, seed=1) + pg.screens("heldout", 1)
+  path = pg.collect(str(tmp_path / "g"), tasks, workers=2)
+  eps = list(tr.read_episodes(path))
+  assert len(eps) == 4
+  for ep in eps:
+    assert len(ep.steps) == 1 and ep.steps[0].observation.screenshot
+    call = ep.steps[0].tool_call
+    assert call.name == "computer_use" and call.arguments["action"] == "left_click"
+    x, y = call.arguments["coordinate"]   # the harness resolved the button's real place
+    x0, y0, x1, y1 = ep.meta["target_box"]
+    assert x0 <= x <= x1 and y0 <= y <= y1, (ep.id, (x, y), ep.meta["target_box"])
