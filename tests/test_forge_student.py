@@ -43,20 +43,7 @@ def endpoint_student(suite_dir):
   return respond
 
 
-@pytest.fixture
-def forget_children():
-  """Child skills registered by a run stay in the process's registry; later tests must not see them."""
-  from mage_jax.forge import rounds
-  from mage_jax.forge.skill import REGISTRY
-  before = set(REGISTRY)
-  yield
-  for sid in set(REGISTRY) - before:
-    del REGISTRY[sid]
-  rounds.SIBLINGS[:] = [s for s in rounds.SIBLINGS if s["id"] in before]
-
-
 @needs_sandbox
-@pytest.mark.usefixtures("forget_children")
 def test_endpoint_student_round_reports_intervals_and_grows_a_gated_child_skill(tmp_path):
   c = tiny_config(tmp_path / "w", skills=["test.text.upper", "test.csv.sum"], rounds=2, attempts_per_skill=3)
   suite = os.path.join(c["workdir"], "suite")
