@@ -11,6 +11,8 @@ import json
 import os
 import random
 import re
+import subprocess
+import sys
 import zlib
 
 import pytest
@@ -29,6 +31,18 @@ def test_taxonomy_file_matches_the_registry_exactly():
   tax = skill_lib.load_taxonomy()
   assert tax == taxonomy_from_registry(), "run python -m launch.skillcheck --write_taxonomy"
   assert sorted(skill_lib.taxonomy_skill_ids(tax)) == sorted(REG)
+
+
+def test_the_taxonomy_does_not_depend_on_which_domain_module_is_imported_first():
+  """A fresh process that imports the last domain modules before load_all(): the document must
+  come out the same (it came out reordered in the full suite, where other tests import them)."""
+  code = ("import mage_jax.forge.skills.chain, mage_jax.forge.skills.convert, mage_jax.forge.skills.report\n"
+          "from mage_jax.forge import skill as sl\n"
+          "from mage_jax.forge.skills import taxonomy_from_registry\n"
+          "print(sl.load_taxonomy() == taxonomy_from_registry())")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  assert out.stdout.strip() == "True", out.stdout + out.stderr
 
 
 def test_taxonomy_shape():

@@ -16,7 +16,12 @@ from typing import Any
 from mage_jax.forge import skill as skill_lib
 
 VERSION = 2
-DOMAIN_MODULES = ("shell", "text", "csvdata", "spreadsheet", "document", "slides", "pdf", "image", "sqlite", "desktop", "report", "pipeline", "convert", "chain")
+# module -> the domain it declares, in taxonomy order (the document's order must not depend on which
+# module a caller happened to import first).
+DOMAIN_MODULES = {"shell": "shell", "text": "text", "csvdata": "csv", "spreadsheet": "xlsx",
+                  "document": "docx", "slides": "pptx", "pdf": "pdf", "image": "image",
+                  "sqlite": "sqlite", "desktop": "desktop", "report": "report",
+                  "pipeline": "pipeline", "convert": "convert", "chain": "chain"}
 
 
 def load_all() -> dict[str, skill_lib.Skill]:
@@ -35,8 +40,12 @@ def taxonomy_from_registry() -> dict[str, Any]:
     cid = f"{s.domain}.{s.capability}"
     c = d["capabilities"].setdefault(cid, {"id": s.capability, "description": CAPABILITIES[cid], "skills": []})
     c["skills"].append({"id": s.id, "description": s.description, "kind": s.kind, "apps": list(s.apps)})
-  return {"version": VERSION, "domains": [{**d, "capabilities": list(d["capabilities"].values())}
-                                          for d in doms.values()]}
+  # Domains in DOMAIN_MODULES order, not in the order their modules happened to be imported (a test
+  # that imported one module first reordered the document: a fresh-clone failure of
+  # test_taxonomy_file_matches_the_registry_exactly). Inside a domain, one module's own order.
+  order = [*DOMAIN_MODULES.values(), *(d for d in DOMAINS if d not in DOMAIN_MODULES.values())]
+  return {"version": VERSION, "domains": [{**doms[d], "capabilities": list(doms[d]["capabilities"].values())}
+                                          for d in order if d in doms]}
 
 
 def package_dict(skill: skill_lib.Skill, params: dict[str, Any], task_id: str) -> dict[str, Any]:
