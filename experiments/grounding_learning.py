@@ -1,0 +1,177 @@
+"""Can the proof's tiny Mage-VL read *where* something is on a screen? A diagnostic for issue 36's
+vision stage, which learnt the click format and never the place (0/60 held-out clicks after 600
+steps; every screen got the same coordinate).
+
+The proof's model (configs/models.py "mage_vl_proof": ViT 2 x 64 with 2D RoPE, LM 4 x 128), fp32,
+a 32-id vocabulary, on synthetic 640x384 screens (240 merged image tokens, as the proof's): 1 to
+--max_buttons buttons of distinct colours at random pixel places; the prompt names one colour and
+the answer is its centre in 0..999 units, three digit tokens each for x and y:
+
+  [bos, vstart, image x 240, vend, colour, sep] -> x x x , y y y eos
+
+A hit is a greedy answer inside the button. Mage-ViT has no absolute position embedding and the
+LM gives image tokens plain 1D RoPE positions, so a patch's value vector carries no position: the
+model must derive it (from edges, RoPE offsets, causal counting). --background=ramp paints
+position into every pixel (blended with an x ramp in red and a y ramp in green), which hands it
+over; comparing the two says whether reading position is what binds.
+
+  PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 1500 --max_buttons 1
+  PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 1500 --max_buttons 1 --background ramp
+Results: docs/results.md, "Issue 36, session 10: can the tiny tower read a place".
+"""
+import argparse
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from mage_jax.data.images import patchify
+from mage_jax.models.config import MageViTConfig, MageVLConfig, Qwen3Config
+from mage_jax.models.mage_vl import MageVL
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--steps", type=int, default=1500)
+ap.add_argument("--batch", type=int, default=16)
+ap.add_argument("--lr", type=float, default=1e-3)
+ap.add_argument("--seed", type=int, default=0)
+ap.add_argument("--max_buttons", type=int, default=1)
+ap.add_argument("--background", choices=("plain", "ramp"), default="plain")
+ap.add_argument("--every", type=int, default=250)
+ap.add_argument("--eval_screens", type=int, default=200)
+args = ap.parse_args()
+
+H, W = 384, 640
+BOX_W, BOX_H = 119, 28                       # the proof's click_colour buttons: 186 x 72 of 1000
+COLOURS = np.array([(220, 40, 40), (40, 170, 60), (40, 80, 220), (240, 140, 20), (150, 60, 190),
+                    (230, 210, 30)], np.uint8)
+BOS, VSTART, VEND, SEP, COMMA, EOS, IMG = 1, 2, 3, 4, 5, 6, 7
+COLOUR0, DIGIT0, VOCAB = 10, 20, 32
+M = (H // 32) * (W // 32)                    # merged image tokens
+T = 3 + M + 2 + 8                            # bos vstart image vend colour sep | x x x , y y y eos
+ANSWER = T - 8                               # first answer position
+
+
+# --background=ramp: every pixel, buttons included, is blended 3:1 with (x ramp, y ramp, 128), so a
+# button's own patches carry its place (a ramp under the button only would hide it there).
+RAMP = np.stack(np.broadcast_arrays(np.linspace(0, 255, W, dtype=np.float32)[None, :],
+                                    np.linspace(0, 255, H, dtype=np.float32)[:, None],
+                                    np.float32(128)), -1)
+BACKGROUND = np.full((H, W, 3), 235, np.uint8)
+
+
+def painted(img):
+  if args.background == "plain":
+    return img
+  return (0.75 * img + 0.25 * RAMP).round().astype(np.uint8)
+
+
+def screen(rng):
+  """(image, colour index, box in 0..999 units [x0, y0, x1, y1])."""
+  n = int(rng.integers(1, args.max_buttons + 1))
+  colours = rng.permutation(len(COLOURS))[:n]
+  img, boxes = BACKGROUND.copy(), []
+  while len(boxes) < n:
+    x, y = int(rng.integers(0, W - BOX_W)), int(rng.integers(0, H - BOX_H))
+    if any(x < b[2] and b[0] < x + BOX_W and y < b[3] and b[1] < y + BOX_H for b in boxes):
+      continue
+    boxes.append((x, y, x + BOX_W, y + BOX_H))
+  for (x0, y0, x1, y1), c in zip(boxes, colours):
+    img[y0:y1, x0:x1] = COLOURS[c]
+  img = painted(img)
+  k = int(rng.integers(0, n))
+  x0, y0, x1, y1 = boxes[k]
+  return img, int(colours[k]), [x0 * 1000 // W, y0 * 1000 // H, x1 * 1000 // W, y1 * 1000 // H]
+
+
+def digits(v):
+  return [DIGIT0 + int(d) for d in f"{min(max(v, 0), 999):03d}"]
+
+
+def batch(rng, n):
+  rows, pos, toks, boxes = [], [], [], []
+  for _ in range(n):
+    img, colour, box = screen(rng)
+    r, p = patchify(img)
+    rows.append(r)
+    pos.append(p)
+    cx, cy = (box[0] + box[2]) // 2, (box[1] + box[3]) // 2
+    toks.append([BOS, VSTART] + [IMG] * M + [VEND, COLOUR0 + colour, SEP] + digits(cx) + [COMMA]
+                + digits(cy) + [EOS])
+    boxes.append(box)
+  return (jnp.asarray(np.stack(toks), jnp.int32), jnp.asarray(np.stack(rows)),
+          jnp.asarray(np.stack(pos)), np.array(boxes))
+
+
+text = Qwen3Config(vocab_size=VOCAB, hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=32, intermediate_size=384,
+                   tie_word_embeddings=True, rope_theta=5_000_000.0)
+vision = MageViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                       intermediate_size=192, out_hidden_size=128)
+model = MageVL(MageVLConfig(text=text, vision=vision, image_token_id=IMG, vision_start_token_id=VSTART,
+                            vision_end_token_id=VEND), rngs=nnx.Rngs(args.seed))
+schedule = optax.warmup_cosine_decay_schedule(0.0, args.lr, min(100, args.steps // 10), args.steps,
+                                              args.lr * 0.1)
+opt = nnx.Optimizer(model, optax.adamw(schedule, weight_decay=0.0), wrt=nnx.Param)
+positions = jnp.broadcast_to(jnp.arange(T, dtype=jnp.int32), (args.batch, T))
+patch_ids = jnp.ones((args.batch, M * 4), jnp.int32)
+
+
+def logits_of(model, toks, rows, pos):
+  b = toks.shape[0]
+  hidden = model(toks, jnp.broadcast_to(jnp.arange(T, dtype=jnp.int32), (b, T)),
+                 jnp.ones((b, T), jnp.int32), rows, jnp.ones((b, M * 4), jnp.int32), pos)
+  return model.logits(hidden[:, ANSWER - 1:T - 1])          # predicts the 8 answer tokens
+
+
+@nnx.jit
+def train_step(model, opt, toks, rows, pos):
+  def loss_fn(model):
+    lg = logits_of(model, toks, rows, pos)
+    return optax.softmax_cross_entropy_with_integer_labels(lg, toks[:, ANSWER:]).mean()
+  loss, grads = nnx.value_and_grad(loss_fn)(model)
+  opt.update(model, grads)
+  return loss
+
+
+@nnx.jit
+def greedy(model, toks, rows, pos):
+  """Greedy answer (8 tokens), one full forward per token (the image features are recomputed:
+  short sequences, no cache needed); also the teacher-forced hundreds digits' accuracy."""
+  forced = jnp.argmax(logits_of(model, toks, rows, pos), -1)
+  out = toks
+  for i in range(8):
+    nxt = jnp.argmax(logits_of(model, out, rows, pos)[:, i], -1)
+    out = out.at[:, ANSWER + i].set(nxt)
+  return out[:, ANSWER:], forced
+
+
+def evaluate(model, ev):
+  toks, rows, pos, boxes = ev
+  ans, forced = (np.asarray(a) for a in greedy(model, toks, rows, pos))
+  x = (ans[:, 0:3] - DIGIT0) @ np.array([100, 10, 1])
+  y = (ans[:, 4:7] - DIGIT0) @ np.array([100, 10, 1])
+  ok = (ans[:, 0:3] >= DIGIT0).all(1) & (ans[:, 4:7] >= DIGIT0).all(1) & (ans[:, 3] == COMMA)
+  hit = ok & (boxes[:, 0] <= x) & (x <= boxes[:, 2]) & (boxes[:, 1] <= y) & (y <= boxes[:, 3])
+  gold = np.asarray(toks[:, ANSWER:])
+  return dict(hit=float(hit.mean()), parsed=float(ok.mean()),
+              x_hundreds=float((forced[:, 0] == gold[:, 0]).mean()),
+              y_hundreds=float((forced[:, 4] == gold[:, 4]).mean()),
+              x_err=float(np.abs(x - (boxes[:, 0] + boxes[:, 2]) / 2)[ok].mean()) if ok.any() else None,
+              distinct_answers=len({(a, b) for a, b in zip(x[ok], y[ok])}))
+
+
+rng = np.random.default_rng(args.seed)
+eval_rng = np.random.default_rng(10_000 + args.seed)
+ev = batch(eval_rng, args.eval_screens)
+t0 = time.time()
+print(json.dumps(dict(args=vars(args), image_tokens=M, seq_len=T)), flush=True)
+for step in range(1, args.steps + 1):
+  toks, rows, pos, _ = batch(rng, args.batch)
+  loss = float(train_step(model, opt, toks, rows, pos))
+  if step % args.every == 0 or step == args.steps or step == 1:
+    print(json.dumps(dict(step=step, loss=round(loss, 4), s=round(time.time() - t0),
+                          **evaluate(model, ev))), flush=True)
