@@ -244,10 +244,12 @@ def test_launch_rl_tiny_against_the_real_server(vllm_server, exports, tmp_path):
 
 def check_groups(path, *, updates: int, lag: int, episodes: int) -> None:
   """groups.jsonl (one line per trained group): the workers number groups in admission order,
-  so with none failed or dropped the ids run without a gap or a repeat; each group's
-  stamped version is within the lag of the update that trained it."""
+  so with none failed or dropped the ids are those numbers without a gap or a repeat. They are
+  trained in the order they finish: with admission_window=2 a later group can finish first (seen
+  on a loaded CI box: r0g00001 before r0g00000). Each group's stamped version is within the lag of
+  the update that trained it."""
   groups = [json.loads(line) for line in open(path)]
-  assert [g["group_id"] for g in groups] == [f"r0g{i:05d}" for i in range(updates)]
+  assert sorted(g["group_id"] for g in groups) == [f"r0g{i:05d}" for i in range(updates)]
   assert [g["update"] for g in groups] == list(range(1, updates + 1))
   for g in groups:
     assert 0 <= (g["update"] - 1) - g["version"] == g["lag"] <= lag
