@@ -17,7 +17,7 @@ over; comparing the two says whether reading position is what binds.
 
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 1500 --max_buttons 1
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 1500 --max_buttons 1 --background ramp
-Results: docs/results.md, "Issue 36, sessions 9-10" (one button: colour read in 300 steps, place never).
+Results: docs/results.md, "Issue 36, sessions 9-10" (one button: colour read in 300 steps, place not in 1,250).
 """
 import argparse
 import json
@@ -40,10 +40,11 @@ ap.add_argument("--lr", type=float, default=1e-3)
 ap.add_argument("--seed", type=int, default=0)
 ap.add_argument("--max_buttons", type=int, default=1)
 ap.add_argument("--background", choices=("plain", "ramp"), default="plain")
-ap.add_argument("--target", choices=("place", "colour"), default="place",
+ap.add_argument("--target", choices=("place", "cell", "colour"), default="place",
                 help="colour: a sanity check of the vision path; the answer is the button's colour "
                      "index c written as the point (111c, 111c), the prompt names no colour, and "
-                     "x_hundreds is the colour read-out's accuracy (chance 1/6)")
+                     "x_hundreds is the colour read-out's accuracy (chance 1/6); cell: the same "
+                     "form for the button centre's cell k of a 3 x 3 grid (a coarse place, chance 1/9)")
 ap.add_argument("--every", type=int, default=250)
 ap.add_argument("--eval_screens", type=int, default=200)
 args = ap.parse_args()
@@ -107,6 +108,9 @@ def batch(rng, n):
     if args.target == "colour":
       cx = cy = 111 * colour
       named = COLOUR0
+      box = [cx, cy, cx, cy]
+    elif args.target == "cell":
+      cx = cy = 111 * (3 * min(cy * 3 // 1000, 2) + min(cx * 3 // 1000, 2))
       box = [cx, cy, cx, cy]
     toks.append([BOS, VSTART] + [IMG] * M + [VEND, named, SEP] + digits(cx) + [COMMA]
                 + digits(cy) + [EOS])
