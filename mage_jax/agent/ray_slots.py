@@ -21,6 +21,10 @@ is reported as an `env_error` result naming the slot, node and episode, counted 
 and never resubmitted; the slot's actor is replaced by a fresh one, which Ray places as soon as
 some host has a free `env_slot` (the pool recovers when a host comes back). Jobs go only to
 actors that answered `where()`, so surviving slots carry on while a replacement waits for room.
+A slot idle for more than IDLE_PROBE_S is asked `where()` again before it gets a job: an actor
+whose node died while it sat idle is not yet known dead to Ray (the node's health checks take
+seconds to fail), and the job handed to it would be lost without ever having run. Such a slot
+is replaced without losing a job (`idle_deaths`); `wait_ready` probes every idle slot.
 A job still running DEADLINE_GRACE_S after `EpisodeConfig.deadline_s` (stuck inside one step,
 where the episode's own deadline check cannot run) is handled the same way, reported with
 `error_reason="deadline"` and counted in `deadline_kills`.
@@ -56,6 +60,8 @@ SLOT_RESOURCE = "env_slot"
 # A job still running this long past EpisodeConfig.deadline_s (the episode checks it before each
 # policy call) is stuck inside one step: its actor is killed and replaced.
 DEADLINE_GRACE_S = 60.0
+# A slot idle this long is probed (one where() round trip) before its next job.
+IDLE_PROBE_S = 1.0
 
 
 def _keep(result: EpisodeResult) -> None:
@@ -129,12 +135,15 @@ class RaySlotPool(SlotPool):
                               max_task_retries=0)(SlotActor)
     self.actors: list[Any] = [None] * max(1, num_slots)
     self.where: list[dict[str, Any] | None] = [None] * len(self.actors)
-    self._starting: dict[Any, int] = {}    # where() ref -> slot index
+    self._starting: dict[Any, int] = {}    # where() ref -> slot index (a new actor)
+    self._probing: dict[Any, int] = {}     # where() ref -> slot index (an idle actor, re-checked)
     self.idle: collections.deque[int] = collections.deque()
+    self._idle_since: dict[int, float] = {}
     self.restarts = 0                      # actors replaced after their actor or node died
     self.lost_jobs: list[str] = []         # episode ids reported as env_error for that reason
     self.start_failures = 0                # actors that died before answering where()
     self.deadline_kills = 0                # actors killed because their job overran the deadline
+    self.idle_deaths = 0                   # idle actors found dead by a probe (no job lost)
     for i in range(len(self.actors)):
       self._spawn(i)
 
@@ -160,11 +169,37 @@ class RaySlotPool(SlotPool):
                          error=f"env slot {i} on {node} lost during episode {job.episode_id}: "
                                f"{type(err).__name__}: {first[:300]}", error_reason=reason)
 
-  def _started(self, ref: Any) -> None:
+  def _set_idle(self, i: int) -> None:
+    self.idle.append(i)
+    self._idle_since[i] = time.monotonic()
+
+  def _probe(self, i: int) -> None:
+    self._probing[self.actors[i].where.remote()] = i
+
+  def _take_idle(self) -> int | None:
+    """An idle slot fit for a job now; slots idle too long go to a probe first."""
+    while self.idle:
+      i = self.idle.popleft()
+      if time.monotonic() - self._idle_since[i] <= IDLE_PROBE_S:
+        return i
+      self._probe(i)
+    return None
+
+  def _answered(self, ref: Any) -> None:
+    """A where() came back: a new actor is up, or a probed idle one is still alive."""
+    if ref in self._probing:
+      i = self._probing.pop(ref)
+      try:
+        self.where[i] = ray.get(ref)
+        self._set_idle(i)
+      except _ACTOR_GONE:
+        self.idle_deaths += 1
+        self._replace(i)
+      return
     i = self._starting.pop(ref)
     try:
       self.where[i] = ray.get(ref)
-      self.idle.append(i)
+      self._set_idle(i)
     except _ACTOR_GONE as e:
       self.start_failures += 1
       if self.start_failures > 3 * len(self.actors):
@@ -174,14 +209,18 @@ class RaySlotPool(SlotPool):
 
   def wait_ready(self, timeout_s: float) -> int:
     """Wait (up to timeout_s) for slots still starting, e.g. replacements waiting for a host to
-    come back; returns how many slots have a live actor."""
+    come back, after asking every idle slot whether its actor still lives. Returns how many
+    slots have an actor not known dead: idle ones that answered, plus probes still out when the
+    time ran out. Call it between runs (a running job's slot is not counted)."""
+    while self.idle:
+      self._probe(self.idle.popleft())
     deadline = time.monotonic() + timeout_s
-    while self._starting and time.monotonic() < deadline:
-      ready, _ = ray.wait(list(self._starting), num_returns=1,
+    while (self._starting or self._probing) and time.monotonic() < deadline:
+      ready, _ = ray.wait(list(self._starting) + list(self._probing), num_returns=1,
                           timeout=max(0.0, deadline - time.monotonic()))
       for ref in ready:
-        self._started(ref)
-    return sum(w is not None for w in self.where)
+        self._answered(ref)
+    return len(self.idle) + len(self._probing)
 
   def run(self, jobs: Iterable[Job]) -> Iterator[EpisodeResult]:
     feed = JobFeed()
@@ -202,11 +241,14 @@ class RaySlotPool(SlotPool):
     deadline = self.cfg.deadline_s + DEADLINE_GRACE_S if self.cfg.deadline_s > 0 else 0.0
     last_progress = time.monotonic()
     while running or not feed.drained:
-      while self.idle:
+      while self.idle and len(feed):
+        i = self._take_idle()
+        if i is None:
+          break
         item = feed.take()
         if item is None:
+          self._set_idle(i)
           break
-        i = self.idle.popleft()
         running[self.actors[i].run_job.remote(item[0])] = (i, item[0], item[1], time.monotonic())
       if deadline:
         for ref in [r for r, v in running.items() if time.monotonic() - v[3] > deadline]:
@@ -215,7 +257,7 @@ class RaySlotPool(SlotPool):
           yield on_done, self._lost(i, job, TimeoutError(
               f"still running {time.monotonic() - t0:.0f} s after it started (deadline_s="
               f"{self.cfg.deadline_s:g} + {DEADLINE_GRACE_S:g} s grace): slot killed"), "deadline")
-      waiting = list(running) + list(self._starting)
+      waiting = list(running) + list(self._starting) + list(self._probing)
       if not waiting:   # every slot idle, the feed empty: wait for a job (or the close)
         feed.wait(1.0)
         continue
@@ -233,8 +275,8 @@ class RaySlotPool(SlotPool):
         continue
       last_progress = time.monotonic()
       ref = ready[0]
-      if ref in self._starting:
-        self._started(ref)
+      if ref in self._starting or ref in self._probing:
+        self._answered(ref)
         continue
       i, job, on_done, _ = running.pop(ref)
       try:
@@ -243,12 +285,12 @@ class RaySlotPool(SlotPool):
         yield on_done, self._lost(i, job, e)
         continue
       except ray_errors.RayTaskError as e:   # the job could not run or come back (e.g. unpicklable)
-        self.idle.append(i)
+        self._set_idle(i)
         yield on_done, EpisodeResult(job.task.id, job.task.kind, None, status="env_error",
                                      episode_id=job.episode_id,
                                      error=f"env slot {i}: episode {job.episode_id} failed in Ray: {e}")
         continue
-      self.idle.append(i)
+      self._set_idle(i)
       absorb = getattr(job.policy, "absorb_remote", None)
       if absorb is not None:
         absorb(remote_policy)
@@ -263,7 +305,7 @@ class RaySlotPool(SlotPool):
       pass
     for a in self.actors:
       ray.kill(a, no_restart=True)
-    self.actors, self._starting, self.idle = [], {}, collections.deque()
+    self.actors, self._starting, self._probing, self.idle = [], {}, {}, collections.deque()
 
 
 # --- what the env hosts can reach (the RL loop's start-up checks, rl/engine_address.py) -----------
