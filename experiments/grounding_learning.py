@@ -17,6 +17,7 @@ over; comparing the two says whether reading position is what binds.
 
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 1500 --max_buttons 1
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 1500 --max_buttons 1 --background ramp
+  PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 400 --target cell --background ramp
 Results: docs/results.md, "Issue 36, sessions 9-10" (one button: colour read in 300 steps, place not in 1,250).
 """
 import argparse
@@ -39,7 +40,10 @@ ap.add_argument("--batch", type=int, default=16)
 ap.add_argument("--lr", type=float, default=1e-3)
 ap.add_argument("--seed", type=int, default=0)
 ap.add_argument("--max_buttons", type=int, default=1)
-ap.add_argument("--background", choices=("plain", "ramp"), default="plain")
+ap.add_argument("--background", choices=("plain", "ramp", "wallpaper"), default="plain",
+                help="ramp: the place blended into every pixel, buttons included; wallpaper: into the "
+                     "background only (a desktop's gradient: the place must be read off the button's "
+                     "surroundings)")
 ap.add_argument("--target", choices=("place", "cell", "colour"), default="place",
                 help="colour: a sanity check of the vision path; the answer is the button's colour "
                      "index c written as the point (111c, 111c), the prompt names no colour, and "
@@ -66,10 +70,11 @@ RAMP = np.stack(np.broadcast_arrays(np.linspace(0, 255, W, dtype=np.float32)[Non
                                     np.linspace(0, 255, H, dtype=np.float32)[:, None],
                                     np.float32(128)), -1)
 BACKGROUND = np.full((H, W, 3), 235, np.uint8)
+WALLPAPER = (0.75 * BACKGROUND + 0.25 * RAMP).round().astype(np.uint8)
 
 
 def painted(img):
-  if args.background == "plain":
+  if args.background != "ramp":
     return img
   return (0.75 * img + 0.25 * RAMP).round().astype(np.uint8)
 
@@ -78,7 +83,7 @@ def screen(rng):
   """(image, colour index, box in 0..999 units [x0, y0, x1, y1])."""
   n = int(rng.integers(1, args.max_buttons + 1))
   colours = rng.permutation(len(COLOURS))[:n]
-  img, boxes = BACKGROUND.copy(), []
+  img, boxes = (WALLPAPER if args.background == "wallpaper" else BACKGROUND).copy(), []
   while len(boxes) < n:
     x, y = int(rng.integers(0, W - BOX_W)), int(rng.integers(0, H - BOX_H))
     if any(x < b[2] and b[0] < x + BOX_W and y < b[3] and b[1] < y + BOX_H for b in boxes):
