@@ -41,7 +41,7 @@ $(SYS_STAMP): | $(BIN)/python
 	else echo "system-deps: not root or no apt-get; Xvfb/bubblewrap must already be installed"; fi
 	touch $@
 
-# Real applications for the desktop tasks (mage_jax/agent/apps.py, the realapps suite): LibreOffice
+# Real applications for the desktop tasks (mage_jax/machine/apps.py, the realapps suite): LibreOffice
 # Calc/Writer/Impress, GIMP and the openbox window manager, and Thunderbird and VLC for the imported
 # OSWorld domains of those names (VS Code is not in Debian: its OSWorld tasks are refused at import).
 # `make test` and `make eval-apps` install them, `make demo` does not. About 3 min of apt on a fresh

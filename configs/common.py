@@ -26,6 +26,7 @@ import ml_collections
 from configs import models
 from mage_jax.data.config import default_data_config, sources_config
 from mage_jax.train import guards
+from mage_jax.runs.config_files import load_config_module  # noqa: F401  (kept for existing callers)
 
 PAPER_SEQ_LEN = 32_768
 PAPER_MESH = dict(data=3, fsdp=8, tensor=1)
@@ -157,17 +158,3 @@ def check_arg(arg: str | None, allowed=("", "tiny")) -> str:
   if arg not in allowed:
     raise ValueError(f"config arg {arg!r} is not one of {allowed}")
   return arg
-
-
-def load_config_module(path: str):
-  """Import a config file by path (absolute, or relative to the repository root)."""
-  import importlib.util
-  import os
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  full = path if os.path.isabs(path) else os.path.join(root, path)
-  if not os.path.exists(full):
-    raise FileNotFoundError(f"config file {path} does not exist")
-  spec = importlib.util.spec_from_file_location(os.path.basename(full)[:-3], full)
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
-  return mod

@@ -19,7 +19,8 @@ import dataclasses
 
 import ml_collections
 
-from mage_jax.models.config import MageViTConfig, MageVLConfig, Qwen3Config
+from mage_jax.models.config import MageViTConfig, Qwen3Config
+from mage_jax.models.config import build_model_config  # noqa: F401  (configs only declare values; kept for callers)
 
 PRESETS = ("qwen3_4b", "mage_vit", "mage_vl_4b", "qwen3_tiny", "mage_vit_tiny", "mage_vl_tiny",
            "mage_vl_proof")
@@ -71,15 +72,3 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     cd.text = _text(**_TEXT_TINY) if tiny else _text()
     cd.vision = _vision(**_VISION_TINY) if tiny else _vision()
   return cd
-
-
-def build_model_config(cd: ml_collections.ConfigDict) -> Qwen3Config | MageViTConfig | MageVLConfig:
-  """The frozen dataclass config for a preset dict (unknown keys raise TypeError naming them)."""
-  if cd.arch == "qwen3":
-    return Qwen3Config(**cd.text.to_dict())
-  if cd.arch == "mage_vit":
-    return MageViTConfig(**cd.vision.to_dict())
-  if cd.arch == "mage_vl":
-    return MageVLConfig(text=Qwen3Config(**cd.text.to_dict()),
-                        vision=MageViTConfig(**cd.vision.to_dict()))
-  raise ValueError(f"model config arch={cd.arch!r} is not one of qwen3, mage_vit, mage_vl")

@@ -1,10 +1,10 @@
 """The learning proof (issues 12, 36): teacher data -> pretrained base -> SFT -> RL, evaluated on a fixed
-held-out split of the procedural task family (mage_jax/agent/tasks/proof_family.py), in one command.
+held-out split of the procedural task family (mage_jax/tasks/proof_family.py), in one command.
 
   python -m launch.curriculum --config=configs/proof.py --workdir=workdirs/proof_s0 --config.seed=0
   python -m launch.curriculum --config=configs/proof.py:smoke --workdir=/tmp/proof_smoke   # toy scale
 
-Stages (mage_jax/train/curriculum.py; each in <workdir>/<stage>, a rerun resumes):
+Stages (mage_jax/runs/curriculum.py; each in <workdir>/<stage>, a rerun resumes):
   data        the scripted teacher plays the train split through the real harness
               (episodes.jsonl with templated <think> / Action: lines); the train and held-out
               suites are written as task packages (the split is fixed: `split_seed`, never
@@ -12,11 +12,11 @@ Stages (mage_jax/train/curriculum.py; each in <workdir>/<stage>, a rerun resumes
   base        the pretrained base (launch.pretrain, configs/pretrain.py; mage_jax/train/pretrain.py):
               cached by config + code across seeds, linked into <workdir>/base
   vision      GUI midtraining (issue 36 item 2): launch.train's loop from the base on the data
-              stage's click screens (agent/tasks/proof_grounding.py: buttons at random places, no
+              stage's click screens (tasks/proof_grounding.py: buttons at random places, no
               held-out layout), click accuracy on the held-out click_colour screens at the end
   sft         launch.train's loop: pack the teacher episodes (render, pack, loss mask), train from
               the vision stage on the base's compact vocabulary (final params are full-vocabulary)
-  eval_sft    held-out evaluation (mage_jax/agent/proof_eval.py: T=1, greedy, screenshot-blind
+  eval_sft    held-out evaluation (mage_jax/runs/proof_eval.py: T=1, greedy, screenshot-blind
               on GUI/hybrid) through RL's episode runner + embedded engine
   rl          async GRPO + TIS, frontier sampling, embedded rollout server, train split only
   eval_rl     the same held-out instances
@@ -24,7 +24,7 @@ Stages (mage_jax/train/curriculum.py; each in <workdir>/<stage>, a rerun resumes
   results     <workdir>/results.json (every figure for init / SFT / RL, paired SFT-vs-RL tests)
               and <workdir>/plots/proof_*.png
 
-`--config.family.*` are the task values (pools, split; mage_jax/agent/tasks/proof_pools.py), copied
+`--config.family.*` are the task values (pools, split; mage_jax/tasks/proof_pools.py), copied
 into the data and eval stages, e.g. `--config.family.pools.words=file:/abs/my_words.txt`.
 `--config.seed=N` sets model init, data order (data.shuffle_seed) and RL sampling. The arg
 `smoke` is the same pipeline at toy scale (tests/test_proof.py): the tiny Mage-VL, a few
@@ -37,15 +37,15 @@ from __future__ import annotations
 import ml_collections
 
 from configs import common, models
-from mage_jax.agent.tasks import proof_pools
-from mage_jax.agent.tasks.proof_family import SCREEN
+from mage_jax.tasks import proof_pools
+from mage_jax.tasks.proof_family import SCREEN
 from mage_jax.data.images import MAX_PIXELS as RUNNER_MAX_PIXELS
 
 STAGE_KINDS = ("data", "base", "vision", "eval", "sft", "rl", "results")
-JOBS = {"data": "mage_jax.train.proof_steps:teacher_data",
-        "base": "mage_jax.train.proof_base:stage",
-        "eval": "mage_jax.train.proof_steps:evaluate",
-        "results": "mage_jax.train.proof_steps:results"}
+JOBS = {"data": "mage_jax.runs.proof_steps:teacher_data",
+        "base": "mage_jax.runs.proof_base:stage",
+        "eval": "mage_jax.runs.proof_steps:evaluate",
+        "results": "mage_jax.runs.proof_steps:results"}
 # (stage name, kind) in order; eval stages evaluate the params of the last training stage, except
 # eval_init (always the random init at the seed).
 # The init evaluation runs last: its params are fixed by the seed, and the SFT and RL figures come first.
@@ -110,7 +110,7 @@ def curriculum(scale: str) -> ml_collections.ConfigDict:
 
 
 def pool_fields() -> ml_collections.ConfigDict:
-  """The value pools and their split (mage_jax/agent/tasks/proof_pools.py): the defaults are
+  """The value pools and their split (mage_jax/tasks/proof_pools.py): the defaults are
   1,440 compound words, 756 file names and 6 colours x 12 slots, a quarter of each held out by
   `split_seed`. A pool is 'product:A,B|C,D', 'file:PATH' or 'a,b,c'; `<pool>_heldout`, when set,
   lists the held-out values (the pool is then the train values)."""
@@ -186,7 +186,7 @@ def data(smoke: bool) -> ml_collections.ConfigDict:
   c.job = JOBS["data"]
   c.seed = 0
   _family(c, smoke)
-  # the vision stage's click screens (agent/tasks/proof_grounding.py): train screens at random
+  # the vision stage's click screens (tasks/proof_grounding.py): train screens at random
   # places, and held-out click_colour screens for its click accuracy; 0 train screens: none
   c.vision = ml_collections.ConfigDict(dict(train_screens=2 if smoke else 2000, heldout_screens=1 if smoke else 60))
   c.env = rl(smoke).env

@@ -5,7 +5,7 @@
   python -m launch.collect --config=configs/evolve.py:openai,collect --config.policy.base_url=http://host:8000/v1 \
       --config.synthesis.base_url=http://host:8000/v1 --workdir=workdirs/collect_llm
 
-Runs every (task, repeat) job through the slot pool (mage_jax.agent.suite_run.run_suite, the
+Runs every (task, repeat) job through the slot pool (mage_jax.runs.suite_run.run_suite, the
 launch.eval path) with a progress bar of success so far; keeps checker-score-1 episodes in the
 student's schema (mage_jax/harness/collect.py) in <workdir>/trajectories.jsonl and counts the
 rest by reason in <workdir>/collect_report.json. Rerunning the same command resumes (finished
@@ -26,10 +26,10 @@ _WORKDIR = flags.DEFINE_string("workdir", "workdirs/collect", "Output directory.
 
 def main(argv):
   del argv
-  from mage_jax.agent.suite_run import require_sandbox
+  from mage_jax.runs.suite_run import require_sandbox
   require_sandbox("launch.collect")
   c = _CONFIG.value
-  from mage_jax.harness.collect import run_collection
+  from mage_jax.runs.collect import run_collection
   print(json.dumps(run_collection(c, _WORKDIR.value, c.collect.progress), indent=1))
 
 

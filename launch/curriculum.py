@@ -12,7 +12,7 @@ persistent compilation cache in <workdir>/jax_cache. Every stage's config is che
 the first stage trains (a bad field is a usage error naming it). At the end: a per-stage
 table (steps, trained tokens, first/final loss, held-out loss, FLOPs 6·N·D and
 all, wall time; for RL: updates, policy tokens, mean reward first -> last), <workdir>/curriculum.json and PNG plots in <workdir>/plots.
-The logic is `mage_jax.train.curriculum`; this module is only its command line.
+The logic is `mage_jax.runs.curriculum`; this module is only its command line.
 """
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Curriculum directory (resumes).
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # Orbax logs every write at INFO
-  from mage_jax.train import curriculum, plots, run_setup
+  from mage_jax.runs import curriculum
+  from mage_jax.train import plots, run_setup
   start = time.perf_counter()
   workdir = _WORKDIR.value
   rows = shell.run_job(curriculum.run, _CONFIG.value, workdir, run_setup.ConfigError)

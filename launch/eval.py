@@ -32,7 +32,7 @@ _WORKDIR = flags.DEFINE_string("workdir", "workdirs/eval", "Output directory.")
 def main(argv):
   del argv
   from mage_jax.agent import evaluation
-  from mage_jax.agent.suite_run import (env_factory_for, gated_tasks, load_harness, make_policy_factory,
+  from mage_jax.runs.suite_run import (env_factory_for, gated_tasks, load_harness, make_policy_factory,
                                         require_sandbox, run_suite)
   c = _CONFIG.value
   if c.osworld.runs > 0:   # OSWorld's protocol: N runs of the suite, a 50-step budget
@@ -59,7 +59,7 @@ def main(argv):
 
 def write_osworld_table(workdir: str, results) -> str:
   """Prints OSWorld's per-domain table (mean of the runs) and writes <workdir>/osworld_table.json."""
-  from mage_jax.agent.osworld import leaderboard
+  from mage_jax.tasks.osworld import leaderboard
   t = leaderboard.table(results)
   print(leaderboard.format_table(t))
   path = os.path.join(workdir, "osworld_table.json")

@@ -1,5 +1,5 @@
 """Click accuracy on imported grounding benchmarks (ScreenSpot-v2, OSWorld-G, any grounding
-episodes), per split and category as their leaderboards report it (agent/grounding_eval.py).
+episodes), per split and category as their leaderboards report it (runs/grounding_eval.py).
 
   python -m launch.eval_grounding --episodes=data/ssv2/web.jsonl,data/ssv2/mobile.jsonl \
       --base_url=http://localhost:8000/v1 --model=mage --out=workdirs/ground/results.json
@@ -51,7 +51,7 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if sum(map(bool, (_BASE_URL.value, _CHECKPOINT.value, _PREDICTIONS.value))) != 1:
     raise app.UsageError("give exactly one of --base_url, --checkpoint, --predictions")
-  from mage_jax.agent import grounding_eval
+  from mage_jax.runs import grounding_eval
   from mage_jax.data import trajectory as tr
   report = tr.ReadReport()
   episodes = [e for e in tr.read_all(_EPISODES.value, report=report)]

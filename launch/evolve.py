@@ -4,7 +4,7 @@
   python -m launch.evolve --config=configs/evolve.py:scripted,tiny --workdir=workdirs/evolve_tiny
 
 Starts from config.harness (the seed variant), evaluates every proposed variant through the same
-slot pool path as launch.eval (mage_jax.agent.suite_run.run_suite), and writes <workdir>/lineage.jsonl (one
+slot pool path as launch.eval (mage_jax.runs.suite_run.run_suite), and writes <workdir>/lineage.jsonl (one
 record per variant: id, parent, diff, source, metrics, score), <workdir>/evolution.md (the
 table), <workdir>/selected.json (the chosen variant: pass it to launch.eval / launch.collect as
 --config.harness: the held-out pick among the finalists when evolve.heldout_share > 0, else the
@@ -25,7 +25,7 @@ _WORKDIR = flags.DEFINE_string("workdir", "workdirs/evolve", "Output directory."
 
 def main(argv):
   del argv
-  from mage_jax.agent import suite_run as suite
+  from mage_jax.runs import suite_run as suite
   from mage_jax.agent import evaluation
   from mage_jax.evolve.loop import evolve, failure_excerpts, table
   from mage_jax.evolve import heldout as H

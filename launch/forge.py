@@ -24,7 +24,7 @@ _SAMPLE = flags.DEFINE_integer("recheck_sample", 0, "With --recheck: a seeded ra
 def main(argv):
   del argv
   import os
-  from mage_jax.agent.sandbox import SandboxUnavailable, check_available
+  from mage_jax.machine.sandbox import SandboxUnavailable, check_available
   from mage_jax.forge import engine
   from mage_jax.forge.llm import EndpointError
   from mage_jax.forge.run import ForgeError

@@ -7,7 +7,7 @@
 
 --src: one OSWorld task JSON or a directory searched recursively (folders named in --exclude_dirs
 skipped: Windows VMs, Google Drive). --osworld_cache (alias --cache): the local file cache for
-downloads and expected files (layout: mage_jax/agent/osworld/cache.py), nothing is fetched from the
+downloads and expected files (layout: mage_jax/tasks/osworld/cache.py), nothing is fetched from the
 network. --list_needed: writes `url<TAB>cache name<TAB>task ids` for every file the task set
 downloads, and imports nothing. --make_placeholders=DIR (with --list_needed): writes a placeholder
 under every cache name in DIR, to measure importability only (placeholders are not the real files:
@@ -38,7 +38,7 @@ _PLACEHOLDERS = flags.DEFINE_string("make_placeholders", None,
 
 def main(argv):
   del argv
-  from mage_jax.agent.osworld import cache, importer
+  from mage_jax.tasks.osworld import cache, importer
   exclude = tuple(_EXCLUDE.value)
   if _NEEDED.value:
     tasks, bad = importer.load_tasks(_SRC.value, exclude)

@@ -22,7 +22,7 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Where the build is written.", r
 
 def main(argv):
   del argv
-  from mage_jax.train import proof_base
+  from mage_jax.runs import proof_base
   info = proof_base.run(_CONFIG.value, _WORKDIR.value)
   print(json.dumps({k: v for k, v in info.items() if k != "curve"}, indent=1))
 

@@ -4,7 +4,7 @@
   python -m launch.rl --config=configs/stage5_rl.py --workdir=workdirs/stage5 \
       --config.init.from_dir=workdirs/stage4 --server_url=http://vllm-host:8000/v1
 
-Without --server_url an embedded rollout server (mage_jax.rl.rollout_server) is
+Without --server_url an embedded rollout server (mage_jax.engine.rollout_server) is
 started in this process on the exported initial weights; with it, the engine
 (vLLM with VLLM_SERVER_DEV_MODE=1 and --logprobs-mode processed_logprobs, or
 `python -m launch.serve`) gets the learner's weights by disk reload after every

@@ -1,4 +1,4 @@
-"""Serve a mage_jax checkpoint over vLLM's OpenAI-server protocol (mage_jax.rl.rollout_server).
+"""Serve a mage_jax checkpoint over vLLM's OpenAI-server protocol (mage_jax.engine.rollout_server).
 
   python -m launch.serve --config=configs/serve.py:tiny
   python -m launch.serve --config=configs/serve.py --config.model_path=/ckpt/export --config.port=8000
@@ -33,7 +33,7 @@ def random_init_dir(preset: str, seed: int, out_dir: str) -> str:
 def main(argv):
   del argv
   c = _CONFIG.value
-  from mage_jax.rl.rollout_server import RolloutServer
+  from mage_jax.engine.rollout_server import RolloutServer
   with tempfile.TemporaryDirectory(prefix="mage_serve_") as tmp:
     path = c.model_path
     if not path:

@@ -10,7 +10,7 @@ Each point of `sweep(arg)` (a dict of dotted config fields -> values) becomes
 writes <workdir>/sweep.sbatch, an array job over the points built on
 launch/slurm/train.sbatch (submit with `sbatch <workdir>/sweep.sbatch`).
 Every point is checked against the config (unknown fields error) first.
-The logic is `mage_jax.train.sweep`; this module is only its command line.
+The logic is `mage_jax.runs.sweep`; this module is only its command line.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import subprocess
 
 from absl import app, flags
 
-from mage_jax.train import sweep
+from mage_jax.runs import sweep
 
 _CONFIG = flags.DEFINE_string("config", None, "Config file[:arg] with a sweep() function.",
                               required=True)

@@ -7,7 +7,7 @@
 Starts `python -m vllm.entrypoints.openai.api_server` in the engine venv (`make engine`;
 --python picks another interpreter, e.g. one with the CUDA `vllm` wheel) with the flags RL
 needs: VLLM_SERVER_DEV_MODE=1, --logprobs-mode processed_logprobs, --generation-config vllm,
-dtype, max model length and KV-cache size (mage_jax/rl/vllm_process.py). Prints one JSON
+dtype, max model length and KV-cache size (mage_jax/engine/vllm_process.py). Prints one JSON
 line {"url", "model", "weights", "startup_s", "log"} once /health answers; point
 `python -m launch.rl --server_url=<url>` at it. SIGINT / SIGTERM stop the server (exit 0).
 
@@ -24,7 +24,7 @@ import threading
 
 from absl import app, flags
 
-from mage_jax.rl import vllm_process
+from mage_jax.engine import vllm_process
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "Exported HF directory to serve.", required=True)
 _MODEL_NAME = flags.DEFINE_string("model_name", "mage", "Served model name (config.rl.model_name).")

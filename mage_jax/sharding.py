@@ -85,6 +85,19 @@ def logical_to_spec(axes: Sequence[str | None], rules=LOGICAL_AXIS_RULES, *,
   return PartitionSpec(*spec)
 
 
+def batch_axes(mesh: Mesh | AbstractMesh, rules=LOGICAL_AXIS_RULES) -> tuple[str, ...]:
+  """Mesh axes the batch dimension is split over: the rules table's `act_batch`, those in `mesh`."""
+  spec = logical_to_spec(("act_batch",), rules, mesh_axis_names=mesh.axis_names, name="batch")[0]
+  return () if spec is None else (spec,) if isinstance(spec, str) else tuple(spec)
+
+
+def batch_sharding(mesh: Mesh, ndim: int = 1, rules=LOGICAL_AXIS_RULES) -> NamedSharding:
+  """The one sharding of host batches (the data pipeline's global arrays, the train step's
+  inputs): dim 0 over `batch_axes`, the rest replicated."""
+  axes = batch_axes(mesh, rules)
+  return NamedSharding(mesh, PartitionSpec(axes if axes else None, *([None] * (ndim - 1))))
+
+
 def make_mesh(cfg: Mapping[str, int] | Any, devices: Sequence[jax.Device] | None = None) -> Mesh:
   """Mesh with axes data, fsdp, tensor (+ sequence if cfg has it); one size may be -1 to fill."""
   devices = list(jax.devices() if devices is None else devices)

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mage_jax.agent import sandbox as sb
+from mage_jax.machine import sandbox as sb
 from mage_jax.agent.env import Env, EnvConfig, LocalEnv, Observation
 from mage_jax.bench.fleet_sim import WaitEnv
 
@@ -72,8 +72,8 @@ def builtin_suite_run():
   """
   from mage_jax.agent.episode import EpisodeConfig, run_episode
   from mage_jax.agent.policies import ScriptedPolicy
-  from mage_jax.agent.tasks import gates
-  from mage_jax.agent.tasks.builtin import builtin_packages
+  from mage_jax.forge import package_gates as gates
+  from mage_jax.tasks.builtin import builtin_packages
   out_dir = tempfile.mkdtemp(prefix="mage_suite_")
   atexit.register(shutil.rmtree, out_dir, ignore_errors=True)
   cfg = EpisodeConfig(out_dir=out_dir)

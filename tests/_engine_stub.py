@@ -1,5 +1,5 @@
 """A loopback stand-in for the rollout engine: the routes an RL episode and a weight sync's label
-step use, with vLLM's request and response bodies (rl/rollout_client.py names the sources).
+step use, with vLLM's request and response bodies (engine/rollout_client.py names the sources).
 
 It is not a model: POST /v1/completions answers the scripted texts in turn (call i gets
 texts[i % len(texts)]), echoing the prompt ids, with 3 made-up token ids and log-probs.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from mage_jax.agent.tasks.builtin.suite import DONE, bash
+from mage_jax.tasks.builtin.suite import DONE, bash
 from mage_jax.forge.skill import REGISTRY, Skill, register
 
 WORDS = ["amber", "birch", "cobalt", "delta", "ember", "falcon", "garnet", "harbor", "indigo", "jasper"]

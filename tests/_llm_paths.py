@@ -12,7 +12,7 @@ import numpy as np
 from mage_jax.actions import schema as tools
 from mage_jax.agent.episode import PolicyRequest
 from mage_jax.agent.policies import OpenAIChatPolicy
-from mage_jax.agent.tasks.builtin import builtin_packages
+from mage_jax.tasks.builtin import builtin_packages
 from mage_jax.data import trajectory as tr
 from mage_jax.evolve.search import AuthorNode
 from mage_jax.forge import llm

@@ -36,7 +36,7 @@ def main(workdir: str) -> None:
   from mage_jax.rl import objective as obj_lib
   from mage_jax.rl.batch import RLSample, pack_rl_batch
   from mage_jax.rl.rollouts import EpisodeSamples, RolloutGroup
-  from mage_jax.rl.weight_sync import model_logprobs_fn
+  from mage_jax.engine.weight_sync import model_logprobs_fn
   from mage_jax.train import run_setup as setup
   from mage_jax.train import state as state_lib
   from mage_jax.train import step as step_lib

@@ -77,7 +77,7 @@ def one_step(model):
 
 def sync(client, model, cfg, out_root: str, version: int, tol: float):
   """The RL loop's sync (weight_sync.sync_weights with its probe at `tol`) -> what it exported."""
-  from mage_jax.rl.weight_sync import model_logprobs_fn, sync_weights
+  from mage_jax.engine.weight_sync import model_logprobs_fn, sync_weights
   report = sync_weights(client, model, cfg, out_root=out_root, version=version, probe_tokens=PROMPT,
                         learner_logprobs_fn=model_logprobs_fn(model, cfg), tolerance=tol)
   assert report.probe_max_abs_diff <= tol

@@ -1,4 +1,4 @@
-"""cgroup discovery and joining (mage_jax/agent/cgroup.py) on a fake cgroupfs.
+"""cgroup discovery and joining (mage_jax/machine/cgroup.py) on a fake cgroupfs.
 
 This machine (and CI) has memory/pids in cgroup v1 only, which the sandbox suite exercises
 for real; the v2 layout and the per-process join are checked here on plain directories laid
@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from mage_jax.agent import cgroup
+from mage_jax.machine import cgroup
 
 
 def _fake(monkeypatch, own, mounts):

@@ -6,8 +6,8 @@ import pytest
 from Xlib import XK
 
 from mage_jax.actions import keys, schema as tools
-from mage_jax.agent import desktop
-from mage_jax.agent.tasks.package import package_from_dict
+from mage_jax.machine import desktop
+from mage_jax.tasks.package import package_from_dict
 from tests._agent_helpers import local_env, needs_sandbox
 
 

@@ -15,8 +15,8 @@ from mage_jax.agent.env import Env, Observation
 from mage_jax.agent.episode import EpisodeConfig, PolicyOutput, run_episode
 from mage_jax.agent.policies import OpenAIChatPolicy, ScriptedPolicy, prompt_to_messages
 from mage_jax.agent.slots import Job, LocalSlotPool
-from mage_jax.agent.tasks.builtin import builtin_packages
-from mage_jax.agent.tasks.package import package_from_dict
+from mage_jax.tasks.builtin import builtin_packages
+from mage_jax.tasks.package import package_from_dict
 from mage_jax.data import trajectory as tr
 from tests._agent_helpers import StubEnv, builtin_suite_run, local_env, needs_sandbox
 
@@ -334,7 +334,7 @@ def test_kill_everything_is_the_policys_outcome(tmp_path):
 @pytest.mark.timeout(120)
 def test_a_dead_sandbox_ends_the_episode_scored_as_it_stands(tmp_path):
   """Old harness: RuntimeError('sandbox is closed') out of env.step -> env_error."""
-  from mage_jax.agent import sandbox as sb
+  from mage_jax.machine import sandbox as sb
   env = local_env()
   task = _bash_task(["echo 'hello world' > hello.txt", "cat hello.txt", "echo more"])
   try:
@@ -377,9 +377,9 @@ def test_a_dead_x_server_ends_the_episode_not_the_harness(tmp_path):
 def test_unreadable_reads_score_zero():
   """A checker read the workload made hang (a FIFO) or whose sandbox died is Unreadable -> 0."""
   import subprocess
-  from mage_jax.agent import sandbox as sb
+  from mage_jax.machine import sandbox as sb
   from mage_jax.agent.env import LocalEnv
-  from mage_jax.agent.tasks import checkers
+  from mage_jax.tasks import checkers
 
   class FailingSandbox:
     def __init__(self, alive, error):
@@ -443,7 +443,7 @@ def test_a_relative_out_dir_keeps_screenshots_reachable(tmp_path, monkeypatch):
   from mage_jax.actions import schema as tools
   from mage_jax.agent import episode as episode_lib
   from mage_jax.agent.env import Observation
-  from mage_jax.agent.tasks.package import package_from_dict
+  from mage_jax.tasks.package import package_from_dict
   from tests._agent_helpers import StubEnv
 
   class ScreenEnv(StubEnv):

@@ -3,8 +3,8 @@ import pytest
 
 from mage_jax.agent.env import EnvConfig
 from mage_jax.agent.remote import RemoteEnv, pyautogui_command
-from mage_jax.agent.tasks import gates
-from mage_jax.agent.tasks.builtin import builtin_packages
+from mage_jax.forge import package_gates as gates
+from mage_jax.tasks.builtin import builtin_packages
 from tests._agent_helpers import needs_sandbox
 
 TASKS = {p.id: p for p in builtin_packages()}

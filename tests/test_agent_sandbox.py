@@ -36,8 +36,8 @@ import time
 
 import pytest
 
-from mage_jax.agent import sandbox as sb
-from mage_jax.agent.terminal import PersistentShell
+from mage_jax.machine import sandbox as sb
+from mage_jax.machine.terminal import PersistentShell
 
 try:
   sb.check_available()
@@ -114,7 +114,7 @@ def _in_ns(kind: str, ns: str) -> list[int]:
 
 
 def _pid_of_shell(shell) -> int:
-  from mage_jax.agent.terminal import _shell_pid
+  from mage_jax.machine.terminal import _shell_pid
   return _shell_pid(shell._proc.pid)
 
 
@@ -439,7 +439,7 @@ def test_sandbox_memory_is_bounded_beyond_rlimits(make_shell):
 @pytest.mark.skipif(shutil.which("Xvfb") is None, reason="no Xvfb")
 @pytest.mark.timeout(120)
 def test_workload_cannot_kill_the_x_server(shell):
-  from mage_jax.agent.desktop import Desktop
+  from mage_jax.machine.desktop import Desktop
   desk = Desktop(shell.sandbox, 160, 120)
   try:
     shell.run("pkill -9 Xvfb; kill -9 -1")
@@ -453,7 +453,7 @@ def test_workload_cannot_kill_the_x_server(shell):
 
 _KILLED_HARNESS = r"""
 import sys, time
-from mage_jax.agent import sandbox as sb
+from mage_jax.machine import sandbox as sb
 box = sb.Sandbox(sb.SandboxConfig(home_mb=64, tmp_mb=32, file_mb=128, nproc=64, memory_mb=1024))
 service = box.spawn_service(["sleep", "600"])
 print(service.pid, flush=True)

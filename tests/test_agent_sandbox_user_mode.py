@@ -1,7 +1,7 @@
 """The sandbox suite again, run by an unprivileged user (uid 65534) instead of root.
 
 Root mode (CI, containers) and user mode build the namespaces differently (see
-mage_jax/agent/sandbox.py), so user mode gets its own run: pytest is started as
+mage_jax/machine/sandbox.py), so user mode gets its own run: pytest is started as
 uid 65534 via `setpriv` on tests/test_agent_sandbox.py and tests/test_desktop_services.py. The venv's interpreter
 may live where that user can't read it (e.g. under /root), so the run uses the
 system interpreter of the same version with the venv's site-packages on

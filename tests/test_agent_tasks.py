@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from mage_jax.agent.tasks import gates
-from mage_jax.agent.tasks.builtin import builtin_packages, builtin_task_dicts
-from mage_jax.agent.tasks.package import PackageError, load_package, load_suite, package_from_dict, save_package
+from mage_jax.forge import package_gates as gates
+from mage_jax.tasks.builtin import builtin_packages, builtin_task_dicts
+from mage_jax.tasks.package import PackageError, load_package, load_suite, package_from_dict, save_package
 from tests._agent_helpers import builtin_suite_run, local_env, needs_sandbox
 
 GOOD = {"id": "hello", "kind": "terminal", "instruction": "write hello.txt",

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from mage_jax.agent import sandbox as sb
-from mage_jax.agent.terminal import PersistentShell
+from mage_jax.machine import sandbox as sb
+from mage_jax.machine.terminal import PersistentShell
 from tests._agent_helpers import needs_sandbox
 
 # The end marker as the old loop ($__MAGE_MARK) and the new one ($__mage_id) print it.

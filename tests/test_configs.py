@@ -8,7 +8,7 @@ import ml_collections
 import pytest
 
 from configs import common
-from mage_jax.train import sweep as sweep_lib
+from mage_jax.runs import sweep as sweep_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAGES = ["stage1_midtrain", "stage2_gui_sft", "stage3_code_sft", "stage4_hybrid_sft", "stage5_rl"]
@@ -101,7 +101,7 @@ def test_init_from_pointing_nowhere(tmp_path):
 
 
 def test_curriculum_overrides_parse_json_and_reject_unknown_fields():
-  from mage_jax.train import curriculum
+  from mage_jax.runs import curriculum
   cfg = ml_collections.ConfigDict(dict(train=dict(total_steps=-1), name="x"))
   curriculum.apply_overrides(cfg, "train.total_steps=2; name=stage_b")
   assert cfg.train.total_steps == 2 and cfg.name == "stage_b"

@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from mage_jax.agent import apps, cgroup, sandbox as sb
+from mage_jax.machine import apps, cgroup, sandbox as sb
 
 needs_desktop = pytest.mark.skipif(
     shutil.which("Xvfb") is None or shutil.which("openbox") is None, reason="no Xvfb/openbox (make system-apps)")
@@ -31,7 +31,7 @@ XKM_DIR = "/var/lib/xkb"  # Debian's Xvfb writes compiled keymaps here when it m
 
 def _desktop_sandbox():
   """A sandbox with a desktop and its window manager, as LocalEnv.reset makes for a GUI task."""
-  from mage_jax.agent.desktop import Desktop
+  from mage_jax.machine.desktop import Desktop
   box = sb.Sandbox(sb.SandboxConfig(ro_binds=apps.etc_binds(), home_mb=64, tmp_mb=32, memory_mb=1024))
   try:
     desk = Desktop(box, 320, 200)
@@ -207,7 +207,7 @@ def test_workload_cannot_replace_the_x_socket():
   """The workload starts its own X server and tries to put its socket where the harness and the
   apps connect; the harness must still reach the episode's X server, and so must a fresh client."""
   from Xlib import display as xdisplay
-  from mage_jax.agent import desktop as desktop_lib
+  from mage_jax.machine import desktop as desktop_lib
   box, desk = _desktop_sandbox()
   try:
     atom = desk.display.intern_atom("_MAGE_PROBE")
@@ -275,7 +275,7 @@ def test_one_episode_cannot_reach_another():
   openbox action would give), tries to signal, ptrace and read the memory of episode B's
   services (Xvfb, openbox, web server), B's sandbox and the harness, then to STOP and KILL B's
   services. B's processes keep running and B's screen, shell and web replica still answer."""
-  from mage_jax.agent.web import replica
+  from mage_jax.tasks.web import replica
   a_box, a_desk = _desktop_sandbox()
   b_box, b_desk = _desktop_sandbox()
   try:

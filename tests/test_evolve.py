@@ -11,7 +11,7 @@ from mage_jax.agent import evaluation
 from mage_jax.agent.env import Observation
 from mage_jax.agent.episode import EpisodeConfig
 from mage_jax.agent.slots import LocalSlotPool
-from mage_jax.agent.tasks.package import TaskPackage
+from mage_jax.tasks.package import TaskPackage
 from mage_jax.evolve.loop import evolve, failure_excerpts
 from mage_jax.evolve.search import AuthorNode, Score, SearchSpace
 from mage_jax.forge import llm

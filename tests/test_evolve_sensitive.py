@@ -13,7 +13,7 @@ import pytest
 from mage_jax.agent import evaluation
 from mage_jax.agent.episode import EpisodeConfig
 from mage_jax.agent.slots import LocalSlotPool
-from mage_jax.agent.tasks.package import TaskPackage
+from mage_jax.tasks.package import TaskPackage
 from mage_jax.evolve.loop import evolve, failure_excerpts
 from mage_jax.evolve.search import Score, SearchSpace, priced
 from mage_jax.harness.teacher import HarnessSensitiveTeacher

@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from mage_jax.agent.tasks import package as pk
+from mage_jax.tasks import package as pk
 from mage_jax.forge.skills import chain, load_all, package_dict
 
 REG = load_all()

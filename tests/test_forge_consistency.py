@@ -113,7 +113,7 @@ def test_flipping_rewriter_over_http_never_reaches_the_suite_and_is_counted(tmp_
   # 2 skills x 2 attempts, each reply (1 + 1 retry) rejected as an ordering flip; originals kept
   assert c["replies_checked"] == 8 and c["replies_rejected"] == 8 and c["kept_original"] == 4, c
   assert c["rejected:flipped:order"] == 8 and c.get("reworded", 0) == 0
-  from mage_jax.agent.tasks.package import load_suite
+  from mage_jax.tasks.package import load_suite
   suite = load_suite(m["suite"])
   assert len(suite) == 4 and {p.instruction for p in suite} == originals  # what the checker was built for
 
@@ -132,5 +132,5 @@ def test_llm_judge_vetoes_a_rewording_the_rules_let_through(tmp_path):
   # per candidate: reply 1 vetoed by the judge, reply 2 (the retry) approved
   assert c["rejected:judge_disagrees"] == 4 and c["reworded"] == 4 and c["replies_checked"] == 8, c
   assert m["rounds"][0]["llm_by_node"]["reword_judge"]["calls"] == 8
-  from mage_jax.agent.tasks.package import load_suite
+  from mage_jax.tasks.package import load_suite
   assert all(p.instruction.startswith("Note again: ") for p in load_suite(m["suite"]))

@@ -99,8 +99,8 @@ def test_dedup_reasons():
 
 
 def test_settle_pause_only_for_desktop_packages():
-  from mage_jax.agent.tasks import gates as harness
-  from mage_jax.agent.tasks.package import package_from_dict
+  from mage_jax.forge import package_gates as harness
+  from mage_jax.tasks.package import package_from_dict
   from mage_jax.forge.skills import load_all, package_dict
   reg = load_all()
   for sid, pause in (("shell.create.file_with_lines", 0.0),
@@ -182,7 +182,7 @@ def test_tiny_three_rounds_gates_counts_and_resume(tmp_path):
   # budget moves toward the frontier band once the student has been measured
   assert m["rounds"][0]["frontier_budget_share"] == 0 < m["rounds"][1]["frontier_budget_share"]
   assert os.path.isfile(m["rounds"][0]["student_results"])
-  from mage_jax.agent.tasks.package import load_suite
+  from mage_jax.tasks.package import load_suite
   suite = load_suite(m["suite"])
   assert len(suite) == m["counts"]["tasks"] and all(p.skills[0].startswith("test.") for p in suite)
   # re-check from a fresh copy: two accepted packages pass again, a tampered one fails

@@ -40,7 +40,7 @@ def test_replay_llm_path_passes_gates_and_dead_endpoint_keeps_accepted(tmp_path)
   r = m["rounds"][0]
   assert r["accepted"] == 4 and r["rejections"] == {}, r["rejections_by_skill"]
   assert r["llm"]["calls"] == 8 and r["llm"]["fallbacks"] == 0 and m["cost"]["dollars"] > 0
-  from mage_jax.agent.tasks.package import load_suite
+  from mage_jax.tasks.package import load_suite
   assert all(p.instruction.startswith("Task: ") for p in load_suite(m["suite"]))  # the reworded text
   # the endpoint dies: a new attempt needs it -> a clear error naming URL, skill and node;
   # the 4 accepted tasks stay in the suite

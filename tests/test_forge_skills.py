@@ -17,7 +17,7 @@ import zlib
 
 import pytest
 
-from mage_jax.agent.tasks import package as pk
+from mage_jax.tasks import package as pk
 from mage_jax.forge import skill as skill_lib
 from mage_jax.forge.llm import validate_schema
 from mage_jax.forge.skillcheck import gate_skills, summary

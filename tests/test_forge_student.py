@@ -68,7 +68,7 @@ def test_endpoint_student_round_reports_intervals_and_grows_a_gated_child_skill(
   assert re.fullmatch(r"test\.csv\.sum_column_qty", child) and kids[0]["region_failure_rate"] == 1.0
   # round 2 generated and gated it like any skill: accepted packages, all over the qty column
   assert r2["child_skills_accepted_tasks"].get(child, 0) >= 1, r2["rejections_by_skill"].get(child)
-  from mage_jax.agent.tasks.package import load_suite
+  from mage_jax.tasks.package import load_suite
   mine = [p for p in load_suite(m["suite"]) if p.skills[0] == child]
   assert mine and all("'qty'" in p.instruction for p in mine)
   assert r2["student_per_skill"][child]["success"] == 0.0   # the region the student cannot do

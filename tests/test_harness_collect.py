@@ -12,7 +12,7 @@ from configs import evolve as evolve_config
 from mage_jax.data import trajectory as tr
 from mage_jax.forge import llm
 from mage_jax.harness import load_variant
-from mage_jax.harness.collect import run_collection
+from mage_jax.runs.collect import run_collection
 from mage_jax.harness.synthesis import SynthesisConfig, synthesize_file
 
 TASKS = "term_hello_file,term_multiply,term_count_lines"
@@ -29,7 +29,7 @@ def _config(**policy):
 @needs_sandbox
 def test_collect_keeps_schema_episodes_resumes_and_synthesis_rejects_random_output(tmp_path):
   from launch.serve import random_init_dir
-  from mage_jax.rl.rollout_server import RolloutServer
+  from mage_jax.engine.rollout_server import RolloutServer
   # 1. the noisy scripted teacher under the redundant-tools harness
   c = _config(p_extra=0.3, p_invalid=0.0, seed=3)
   c.harness = "configs/harness.py:redundant"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from _agent_helpers import SMALL, needs_sandbox
 from mage_jax.agent.episode import EpisodeConfig
-from mage_jax.agent.tasks.package import TaskPackage
+from mage_jax.tasks.package import TaskPackage
 from mage_jax.harness import load_variant
 from mage_jax.harness.env import env_factory
 from mage_jax.harness.variant import HarnessVariant

@@ -18,7 +18,7 @@ from PIL import Image
 from launch import import_data
 from mage_jax.actions import pyautogui
 from mage_jax.actions import schema as tools
-from mage_jax.agent import grounding_eval
+from mage_jax.runs import grounding_eval
 from mage_jax.data import render
 from mage_jax.data import trajectory as tr
 from mage_jax.data.importers import agentnet, grounding

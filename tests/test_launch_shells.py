@@ -13,10 +13,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_library_modules_define_no_flags():
   import importlib
-  for name in ("mage_jax.data.pack_job", "mage_jax.train.sweep", "mage_jax.train.curriculum",
+  for name in ("mage_jax.data.pack_job", "mage_jax.runs.sweep", "mage_jax.runs.curriculum",
                "mage_jax.train.plots", "mage_jax.train.loop", "mage_jax.train.evaluation",
                "mage_jax.forge.skillcheck", "mage_jax.forge.engine", "mage_jax.harness.collect",
-               "mage_jax.evolve.loop", "mage_jax.train.proof_steps"):
+               "mage_jax.evolve.loop", "mage_jax.runs.proof_steps"):
     importlib.import_module(name)
   ours = [m for m in flags.FLAGS.flags_by_module_dict()
           if m.split(".")[0] in ("mage_jax", "configs") or "mage_jax" in m.split("/")]

@@ -16,7 +16,7 @@ from mage_jax.agent.policies import prompt_to_messages
 from mage_jax.data import render
 from mage_jax.data import tokenizer as tok_lib
 from mage_jax.data import trajectory as tr
-from mage_jax.rl import rollout_server
+from mage_jax.engine import rollout_server
 
 ZWSP = "\u200b"
 FIRST_ADDED_ID = 151643  # every id from here up is an added (special/control) token

@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import _forge_skills  # noqa: E402,F401  registers the test skills
 from _llm_paths import run_paths  # noqa: E402
 from mage_jax.llm.client import ChatClient, EndpointError  # noqa: E402
-from mage_jax.rl import vllm_process  # noqa: E402
+from mage_jax.engine import vllm_process  # noqa: E402
 from tests.test_vllm_real import _engine_or_fail, _export  # noqa: E402
 
 KEY = "sk-vllm-test-" + "c0ffee5e11a9"

@@ -1,4 +1,4 @@
-"""OSWorld evaluators, getters and protocol pieces (mage_jax/agent/osworld): every metric against
+"""OSWorld evaluators, getters and protocol pieces (mage_jax/tasks/osworld): every metric against
 hand-made documents that should and should not match, the local file cache and its placeholders,
 pyautogui steps as our actions, relative dates, infeasible scoring, the per-domain table, and the
 DevTools client against a real headless Chromium on loopback."""
@@ -17,7 +17,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from mage_jax.agent.osworld import (browser_getters, cache, document_metrics, importer, leaderboard, pyautogui_steps,
+from mage_jax.tasks.osworld import (browser_getters, cache, document_metrics, importer, leaderboard, pyautogui_steps,
                                     relative_time, rule_metrics, table_metrics, task_types)
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "osworld")
@@ -615,8 +615,8 @@ def test_close_window_closes_the_named_window_on_a_real_desktop():
   from _agent_helpers import SANDBOX_REASON, local_env
   if SANDBOX_REASON is not None:
     pytest.skip(f"sandbox unavailable: {SANDBOX_REASON}")
-  from mage_jax.agent import apps
-  from mage_jax.agent.tasks.package import package_from_dict
+  from mage_jax.machine import apps
+  from mage_jax.tasks.package import package_from_dict
   task = package_from_dict({"id": "t", "kind": "gui", "instruction": "x", "checker": {"type": "file_exists", "path": "o"},
                             "setup": [{"type": "app", "config": {"kind": "form", "name": "form", "out": "/home/user/o.json",
                                                                  "fields": ["A"]}}]})
@@ -640,7 +640,7 @@ def test_tab_getters_read_the_sandboxed_chromium_through_its_devtools_port(tmp_p
   from _agent_helpers import SANDBOX_REASON, local_env
   if SANDBOX_REASON is not None:
     pytest.skip(f"sandbox unavailable: {SANDBOX_REASON}")
-  from mage_jax.agent.tasks.package import package_from_dict
+  from mage_jax.tasks.package import package_from_dict
   page = "data:text/html,<title>Flights</title><p class='city'>Oslo</p>"
   task = package_from_dict({"id": "t", "kind": "gui", "instruction": "x", "checker": {"type": "file_exists", "path": "o"},
                             "setup": [{"type": "osworld_browser", "urls": [page]}]})
@@ -657,7 +657,7 @@ def test_tab_getters_read_the_sandboxed_chromium_through_its_devtools_port(tmp_p
     assert task_types.score(env, spec) == 0.0
     # OSWorld's `open` of a text file, as the importer maps it: a second launch hands the file to the
     # running browser, which shows it in a new tab
-    from mage_jax.agent.tasks import preparers
+    from mage_jax.tasks import preparers
     preparers.run_preparer(env, {"type": "text", "path": "Desktop/my notes.txt", "content": "remember Oslo"})
     viewed = importer.convert({"id": "v", "instruction": "x", "config": [{"type": "open", "parameters": {
         "path": "/home/user/Desktop/my notes.txt"}}], "evaluator": {"func": "infeasible"}}, "v.json").package["setup"][-1]
@@ -733,7 +733,7 @@ def _scene(h=32, w=40):
 
 def test_image_metrics_brightness_saturation_contrast_and_structure():
   from PIL import Image
-  from mage_jax.agent.osworld import image_metrics as im
+  from mage_jax.tasks.osworld import image_metrics as im
   base = _scene()
   darker, brighter = _png(base * 0.7), _png(np.clip(base * 1.2, 0, 255))
   assert im.check_brightness_decrease_and_structure_sim(darker, _png(base)) == 1.0
@@ -766,7 +766,7 @@ def test_image_metrics_brightness_saturation_contrast_and_structure():
 
 
 def test_image_metrics_shapes_and_backgrounds():
-  from mage_jax.agent.osworld import image_metrics as im
+  from mage_jax.tasks.osworld import image_metrics as im
   canvas = np.full((40, 40, 3), 255)
   centred, corner = canvas.copy(), canvas.copy()
   for r in range(10):                 # a yellow triangle, rows 15..24
@@ -810,7 +810,7 @@ def _runs(*runs, **fmt):
 def test_writer_metrics_run_formatting():
   from docx.enum.text import WD_BREAK, WD_COLOR_INDEX
   from docx.shared import Pt, RGBColor
-  from mage_jax.agent.osworld import writer_metrics as wm
+  from mage_jax.tasks.osworld import writer_metrics as wm
   plain = _runs(("H2O", {}), ("last line", {}))
   assert wm.compare_subscript_contains(_runs(("H2O", {"subscript": True})), _runs(("H2O", {"subscript": True}))) == 1.0
   assert wm.compare_subscript_contains(plain, _runs(("H2O", {"subscript": True}))) == 0.0
@@ -834,7 +834,7 @@ def test_writer_metrics_run_formatting():
 
 def test_ciede2000_matches_published_reference_pairs():
   """Sharma, Wu and Dalal (2005), table 1: pairs 1, 7 and 17 of the CIEDE2000 test data."""
-  from mage_jax.agent.osworld.writer_metrics import delta_e_2000
+  from mage_jax.tasks.osworld.writer_metrics import delta_e_2000
   assert delta_e_2000((50.0, 2.6772, -79.7751), (50.0, 0.0, -82.7485)) == pytest.approx(2.0425, abs=1e-4)
   assert delta_e_2000((50.0, 0.0, 0.0), (50.0, -1.0, 2.0)) == pytest.approx(2.3669, abs=1e-4)
   assert delta_e_2000((50.0, 2.5, 0.0), (73.0, 25.0, -18.0)) == pytest.approx(27.1492, abs=1e-4)
@@ -843,7 +843,7 @@ def test_ciede2000_matches_published_reference_pairs():
 def test_writer_metrics_structure():
   from docx.enum.text import WD_TAB_ALIGNMENT
   from docx.shared import Inches
-  from mage_jax.agent.osworld import writer_metrics as wm
+  from mage_jax.tasks.osworld import writer_metrics as wm
 
   def footer(text):
     return _doc_bytes(lambda d: (d.add_paragraph("body"), setattr(d.sections[0].footer.paragraphs[0], "text", text)))
@@ -888,7 +888,7 @@ def test_writer_metrics_structure():
 
 
 def test_writer_metrics_odt_highlight_and_default_font():
-  from mage_jax.agent.osworld import writer_metrics as wm
+  from mage_jax.tasks.osworld import writer_metrics as wm
 
   def odt(highlight):
     colour = "#ffff00" if highlight else "transparent"
@@ -935,7 +935,7 @@ def _zip_with(data, name, text):
 def test_impress_metrics():
   from pptx.dml.color import RGBColor
   from pptx.util import Emu, Inches
-  from mage_jax.agent.osworld import impress_metrics as imp
+  from mage_jax.tasks.osworld import impress_metrics as imp
   blank = lambda prs: prs.slides.add_slide(prs.slide_layouts[6])
   assert imp.check_slide_orientation_Portrait(_deck(blank, Inches(7.5), Inches(10))) == 1.0
   assert imp.check_slide_orientation_Portrait(_deck(blank)) == 0.0
@@ -986,7 +986,7 @@ def test_impress_metrics():
 
 # ---- plain files, archives, pages and books (file_metrics) -----------------------------------------
 def test_file_metrics():
-  from mage_jax.agent.osworld import file_metrics as fm
+  from mage_jax.tasks.osworld import file_metrics as fm
   assert fm.diff_text_file(b"a\nb\nc\nd", b"a\nb\nc\nd") == 1.0
   assert fm.diff_text_file(b"a\nb\nc\nd", b"a\nb\nx\ny") == 0.5
   assert fm.diff_text_file(None, b"a") == 0.0
@@ -1013,7 +1013,7 @@ def test_file_metrics():
 
 def test_conference_cities_and_epub():
   import openpyxl
-  from mage_jax.agent.osworld import file_metrics as fm
+  from mage_jax.tasks.osworld import file_metrics as fm
 
   def book(cities):
     wb = openpyxl.Workbook()
@@ -1037,7 +1037,7 @@ def test_conference_cities_and_epub():
 
 
 def test_vlc_settings_checks():
-  from mage_jax.agent.osworld import vlc_metrics as vm
+  from mage_jax.tasks.osworld import vlc_metrics as vm
   rc = (b"[qt]\n# Show background cone (boolean)\n#qt-bgcone=1\nqt-bgcone=0\n#qt-max-volume=125\n"
         b"qt-minimal-view=1\nglobal-key-play-pause=Ctrl+p\nqt-slider-colours=10;20;30;0;0;0;50;50;50;99;1;2\n"
         b"#input-record-path=\ninput-record-path=/home/user/Desktop\n")
@@ -1116,7 +1116,7 @@ def test_compare_table_style_row_and_validation_rules():
 
 def test_thunderbird_filters_and_sqlite_query():
   import sqlite3
-  from mage_jax.agent.osworld import file_metrics
+  from mage_jax.tasks.osworld import file_metrics
   rules = (b'version="9"\nlogging="no"\nname="Promo"\nenabled="yes"\ntype="17"\naction="Move to folder"\n'
            b'actionValue="mailbox://nobody@Local%20Folders/Promotions"\ncondition="AND (subject,contains,discount)"\n'
            b'name="Fwd"\nenabled="no"\ntype="17"\naction="Forward"\nactionValue="a@b.org"\ncondition="ALL"\n')
@@ -1140,7 +1140,7 @@ def test_postconfig_open_of_the_gold_workbook(monkeypatch):
   """OSWorld opens its gold workbook in Calc after the agent's (so Calc re-saves it with computed
   values): the importer keeps the step for office files and refuses others; the checker opens the
   file in its app before the metrics run."""
-  from mage_jax.agent import apps
+  from mage_jax.machine import apps
   task = {"id": "g", "instruction": "fill the blanks", "config": [], "evaluator": {
       "func": "compare_table", "result": {"type": "vm_file", "path": "/home/user/x.xlsx", "dest": "x.xlsx"},
       "expected": {"type": "vm_file", "path": "/home/user/gold.xlsx", "dest": "gold.xlsx"},
@@ -1158,7 +1158,7 @@ def test_postconfig_open_of_the_gold_workbook(monkeypatch):
 
 def test_chrome_profile_getters_and_checks():
   import sqlite3
-  from mage_jax.agent.osworld import chrome_profile as cp
+  from mage_jax.tasks.osworld import chrome_profile as cp
   db = sqlite3.connect(":memory:")
   db.executescript("create table cookies(creation_utc, host_key, name, value); insert into cookies values (1, '.amazon.com', 'a', 'b');")
   files = {f"{cp.PROFILE}/Default/Preferences": json.dumps({"webkit": {"webprefs": {"default_font_size": 20}},

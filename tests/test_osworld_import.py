@@ -1,4 +1,4 @@
-"""OSWorld task import (mage_jax/agent/osworld): real OSWorld task files (tests/fixtures/osworld, Apache-2.0)
+"""OSWorld task import (mage_jax/tasks/osworld): real OSWorld task files (tests/fixtures/osworld, Apache-2.0)
 import or are refused with reasons, and the imported ones pass the gates through launch.eval."""
 import json
 import os
@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from _agent_helpers import needs_sandbox
-from mage_jax.agent.osworld import importer, task_types
+from mage_jax.tasks.osworld import importer, task_types
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "osworld")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -162,7 +162,7 @@ def test_document_metrics_read_docx(tmp_path):
 
 
 def test_a_few_tasks_per_domain_import_with_their_files_cached(tmp_path):
-  from mage_jax.agent.osworld import cache
+  from mage_jax.tasks.osworld import cache
   src = os.path.join(FIX, "domains")
   empty = importer.import_dir(src, str(tmp_path / "out0"))
   no_download = {"5ca86c6f-f317-49d8-b6a7-b527541caae8", "48d05431-6cd5-4e76-82eb-12b60d823f7d",

@@ -5,7 +5,7 @@ from mage_jax.actions import parsing
 from mage_jax.actions import schema as tools
 from mage_jax.agent import episode as episode_lib
 from mage_jax.agent.policies import ScriptedPolicy
-from mage_jax.agent.tasks import package as pk
+from mage_jax.tasks import package as pk
 
 DONE = {"name": "computer_use", "arguments": {"action": "terminate", "status": "success"}}
 BASH = {"name": "bash", "arguments": {"command": "echo hi > out.txt"}}
@@ -99,7 +99,7 @@ def test_gui_only_episode_prompt_and_trajectory(tmp_path):
 
 
 def test_extension_checker_and_preparer_types_register():
-  from mage_jax.agent.tasks import checkers, preparers
+  from mage_jax.tasks import checkers, preparers
 
   class Ctx:
     terminal_outputs = []

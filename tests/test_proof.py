@@ -36,7 +36,7 @@ def read(wd, *parts):
 @needs_sandbox
 @pytest.mark.timeout(3000)
 def test_smoke_pipeline_writes_every_figure(smoke):
-  from mage_jax.agent.tasks.proof_family import TEMPLATES
+  from mage_jax.tasks.proof_family import TEMPLATES
   data = read(smoke, "data", "summary.json")
   assert data["instances"] == {"train": 8, "heldout": 4} and data["teacher_episodes"] == 8
   assert data["probe_episodes"].endswith("teacher_heldout/episodes.jsonl")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mage_jax.agent import proof_eval
+from mage_jax.runs import proof_eval
 
 
 def row(mode, task, template, kind, success, calls, tokens, invalid=0, gui=0, term=0, env_error=False):
@@ -45,7 +45,7 @@ def test_blind_policy_sends_blank_screens_of_the_same_size():
   from mage_jax.data.images import num_image_tokens
   from mage_jax.data.tokenizer import load_tokenizer
   from mage_jax.models.config import IMAGE_PAD_ID
-  from mage_jax.rl.rollout_client import Completion
+  from mage_jax.engine.rollout_client import Completion
   from mage_jax.rl.rollouts import RolloutContext
   shot = np.full((64, 96, 3), 200, np.uint8)
   n = num_image_tokens(64, 96)
@@ -135,7 +135,7 @@ def test_run_heldout_skips_episodes_already_played():
 
 
 def test_read_partial_checks_the_header_and_drops_a_cut_off_line(tmp_path):
-  from mage_jax.train.proof_steps import read_partial
+  from mage_jax.runs.proof_steps import read_partial
   path = str(tmp_path / "episodes.partial.jsonl")
   head = {"params_from": "/w/sft", "seed": 0, "max_tokens": 96, "modes": "t1,greedy"}
   assert read_partial(path, head) == {}

@@ -1,4 +1,4 @@
-"""The proof task family (mage_jax/agent/tasks/proof_family.py, issue 12): the split is fixed by
+"""The proof task family (mage_jax/tasks/proof_family.py, issue 12): the split is fixed by
 value and leak-free (train packages, the teacher's SFT episodes, the suite RL samples), the held-out
 set is big and visual enough, instances are deterministic, a sample passes every gate, held-out
 values are made of tokens the train data uses, and the policy side never sees the answer.
@@ -17,8 +17,9 @@ import re
 
 import pytest
 
-from mage_jax.agent.tasks import proof_family as pf
-from mage_jax.agent.tasks.package import load_suite
+from mage_jax.runs import proof_teacher
+from mage_jax.tasks import proof_family as pf
+from mage_jax.tasks.package import load_suite
 
 BUTTON_W, BUTTON_H = 120, 30  # tkapps App.button: width 120, height ROW_H - 6
 WORD_RE = re.compile(r"[A-Za-z0-9_.]+")
@@ -114,13 +115,13 @@ def test_rl_suite_holds_no_heldout_value(tmp_path):
 
 @pytest.fixture(scope="module")
 def teacher(tmp_path_factory):
-  from mage_jax.agent.sandbox import SandboxUnavailable, check_available
+  from mage_jax.machine.sandbox import SandboxUnavailable, check_available
   try:
     check_available()
   except SandboxUnavailable as e:
     pytest.skip(f"no sandbox: {e}")
   out = str(tmp_path_factory.mktemp("teacher"))
-  return out, pf.collect_teacher_data(out, seed=0, per_template=2, workers=2)
+  return out, proof_teacher.collect_teacher_data(out, seed=0, per_template=2, workers=2)
 
 
 def test_teacher_episodes_real_harness_and_leak_free(teacher):
@@ -242,7 +243,7 @@ def test_default_pools_large_disjoint_and_fixed():
     assert {s for cc, s in pairs["train"] if cc == c} and {s for cc, s in pairs["heldout"] if cc == c}
   # the default split is a fixed one: configs/proof.py's pools give it, whatever the run's seed
   from configs import proof
-  from mage_jax.train.curriculum import stage_config
+  from mage_jax.runs.curriculum import stage_config
   top = proof.get_config("smoke")
   top.seed = 7
   for name in ("data", "eval_sft"):
@@ -330,7 +331,7 @@ def test_pool_file_and_custom_suite(tmp_path):
 def test_curriculum_refuses_bad_pools_before_any_stage():
   from configs import proof
   from mage_jax.train import run_setup
-  from mage_jax.train.curriculum import check_stages
+  from mage_jax.runs.curriculum import check_stages
   top = proof.get_config("smoke")
   top.family.pools.words = "product:sun,moon|bird,fish"
   with pytest.raises(run_setup.ConfigError, match=r"stage data: config.family.pools.words: 3 train values"):
@@ -339,8 +340,8 @@ def test_curriculum_refuses_bad_pools_before_any_stage():
 
 def test_gates_on_a_sample():
   from mage_jax.agent.env import EnvConfig, LocalEnv
-  from mage_jax.agent.sandbox import SandboxUnavailable, check_available
-  from mage_jax.agent.tasks.gates import check_package
+  from mage_jax.machine.sandbox import SandboxUnavailable, check_available
+  from mage_jax.forge.package_gates import check_package
   try:
     check_available()
   except SandboxUnavailable as e:
@@ -453,7 +454,7 @@ def test_blind_scan_catches_planted_answers():
 def test_sandbox_home_holds_no_answer():
   """The real setup in a sandbox: every file under home (and the app configs) read back."""
   from mage_jax.agent.env import EnvConfig, LocalEnv
-  from mage_jax.agent.sandbox import SandboxUnavailable, check_available
+  from mage_jax.machine.sandbox import SandboxUnavailable, check_available
   try:
     check_available()
   except SandboxUnavailable as e:

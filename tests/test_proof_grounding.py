@@ -1,4 +1,4 @@
-"""The vision stage's click screens (agent/tasks/proof_grounding.py): layouts, the held-out rule, and
+"""The vision stage's click screens (tasks/proof_grounding.py): layouts, the held-out rule, and
 the target box against the real harness's click."""
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import collections
 
 import pytest
 
-from mage_jax.agent.tasks import proof_family as pf
-from mage_jax.agent.tasks import proof_grounding as pg
+from mage_jax.runs import proof_teacher
+from mage_jax.tasks import proof_family as pf
+from mage_jax.tasks import proof_grounding as pg
 from mage_jax.data import trajectory as tr
 
 
@@ -74,7 +75,7 @@ def test_target_box_units():
 
 def test_collect_through_the_harness_keeps_the_click_in_its_box(tmp_path):
   tasks = pg.screens("train", 3, seed=1) + pg.screens("heldout", 1)
-  path = pg.collect(str(tmp_path / "g"), tasks, workers=2)
+  path = proof_teacher.collect_grounding(str(tmp_path / "g"), tasks, workers=2)
   eps = list(tr.read_episodes(path))
   assert len(eps) == 4
   for ep in eps:

@@ -20,8 +20,8 @@ def test_gui_chat_route_echo_equals_sft_sample_prompt(tmp_path):
   from mage_jax.agent.episode import EpisodeConfig, PolicyRequest, render_prompt, renderer_for
   from mage_jax.data import render
   from mage_jax.models.config import IMAGE_PAD_ID
-  from mage_jax.rl.rollout_client import RolloutClient
-  from mage_jax.rl.rollout_server import RolloutServer
+  from mage_jax.engine.rollout_client import RolloutClient
+  from mage_jax.engine.rollout_server import RolloutServer
   from mage_jax.rl.rollouts import RolloutContext, RolloutPolicy
   from launch.serve import random_init_dir
   sft, rl = proof.get_config("sft,smoke"), proof.get_config("rl,smoke")

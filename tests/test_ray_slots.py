@@ -16,7 +16,7 @@ from mage_jax.agent.episode import EpisodeConfig
 from mage_jax.agent.policies import ScriptedPolicy
 from mage_jax.agent import evaluation
 from mage_jax.agent.slots import Job, LocalSlotPool, make_pool
-from mage_jax.agent.tasks.builtin import builtin_packages
+from mage_jax.tasks.builtin import builtin_packages
 from tests import _agent_helpers
 from tests._agent_helpers import RAY_TEST_HEALTH_CHECK, SleepingEnv as SlowFakeEnv, local_env, needs_sandbox
 
@@ -182,7 +182,7 @@ def test_a_rollout_policy_copy_brings_its_samples_and_screenshots_back():
   (packed on the way back: tests/test_rl_screenshot_pack.py)."""
   import numpy as np
   from mage_jax.rl.batch import RLSample
-  from mage_jax.rl.rollout_client import RolloutClient
+  from mage_jax.engine.rollout_client import RolloutClient
   from mage_jax.rl.rollouts import RolloutContext, RolloutPolicy
   policy = RolloutPolicy(RolloutContext(RolloutClient("http://127.0.0.1:1/v1", "mage"), lambda: 3),
                          "term_hello_file", "g-e0")
@@ -204,7 +204,7 @@ def test_an_episode_on_an_env_node_stamps_each_call_with_the_version_served_then
   the engine there (GET /weight_info), so a weight sync landing while call 1 is in flight gives
   call 2 the new version; a snapshot pickled with the job would stamp both 0."""
   from mage_jax.bench.fleet_sim import WaitEnv
-  from mage_jax.rl.rollout_client import RolloutClient
+  from mage_jax.engine.rollout_client import RolloutClient
   from mage_jax.rl.rollouts import HarnessRollouts, RolloutContext, ServedVersion
   from tests._engine_stub import TERMINATE, WAIT, ScriptedEngine
   c, _ = cluster

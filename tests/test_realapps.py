@@ -14,15 +14,15 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from mage_jax.agent import apps
-from mage_jax.agent.tasks import checkers, package as pkgmod
-from mage_jax.agent.tasks.realapps.suite import realapp_packages, realapp_task_dicts
+from mage_jax.machine import apps
+from mage_jax.tasks import checkers, package as pkgmod
+from mage_jax.tasks.realapps.suite import realapp_packages, realapp_task_dicts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _need_apps():
-  from mage_jax.agent.sandbox import SandboxUnavailable, check_available
+  from mage_jax.machine.sandbox import SandboxUnavailable, check_available
   try:
     check_available()
   except SandboxUnavailable as e:
@@ -56,7 +56,7 @@ def test_tk_app_is_managed_by_the_window_manager(monkeypatch):
   start-up gap and the window stayed unmapped (launch_app timed out). Without the host font cache
   openbox takes 1-2 s to start (the gap is wide: this failed every time with the old wait)."""
   monkeypatch.setattr(apps, "font_env", lambda sandbox: {})
-  from mage_jax.agent.sandbox import SandboxUnavailable, check_available
+  from mage_jax.machine.sandbox import SandboxUnavailable, check_available
   try:
     check_available()
   except SandboxUnavailable as e:
@@ -64,7 +64,7 @@ def test_tk_app_is_managed_by_the_window_manager(monkeypatch):
   if apps.shutil.which("openbox") is None:
     pytest.skip("openbox is not installed (make system-apps)")
   from mage_jax.agent.env import EnvConfig, LocalEnv
-  from mage_jax.agent.tasks.package import package_from_dict
+  from mage_jax.tasks.package import package_from_dict
   env = LocalEnv(EnvConfig(width=800, height=600, app_timeout=20))
   try:
     env.reset(package_from_dict({
@@ -127,8 +127,8 @@ def test_reset_leaves_no_state_behind(tmp_path):
   process left behind); after a reset the home, the profiles and the process table are as new."""
   _need_apps()
   from mage_jax.agent.env import LocalEnv
-  from mage_jax.agent.tasks.package import package_from_dict
-  from mage_jax.agent.tasks.realapps.suite import DECK, REPORT, SALES_ROWS, office
+  from mage_jax.tasks.package import package_from_dict
+  from mage_jax.tasks.realapps.suite import DECK, REPORT, SALES_ROWS, office
   task = package_from_dict({
       "id": "all_apps", "kind": "gui", "instruction": "-", "checker": {"type": "file_exists", "path": "x"},
       "setup": [{"type": "xlsx", "path": "s.xlsx", "sheets": {"S": SALES_ROWS}},
@@ -182,7 +182,7 @@ def test_reset_leaves_no_state_behind(tmp_path):
 def test_paper_calc_task_passes_the_gates():
   _need_apps()
   from mage_jax.agent.env import LocalEnv
-  from mage_jax.agent.tasks import gates
+  from mage_jax.forge import package_gates as gates
   pkg = next(p for p in realapp_packages() if p.id == "calc_banner_chart")
   res = gates.check_package(pkg, LocalEnv)
   assert res.passed, (res.gate, res.reason, res.scores)

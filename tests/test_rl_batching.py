@@ -1,4 +1,4 @@
-"""Continuous batching in the embedded rollout server (rl/generate_batcher.py, models/slot_decode.py):
+"""Continuous batching in the embedded rollout server (engine/generate_batcher.py, models/slot_decode.py):
 a request's tokens and log-probs in a batch equal those it gets alone, also when it joins a running
 batch or others finish (max_tokens, EOS) around it; the sampler's draws follow the distribution;
 vLLM's pause modes abort / wait / keep; a reload drains the slots on the old weights first."""
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from mage_jax.models import sampling
-from mage_jax.rl import generate_batcher as gb
-from mage_jax.rl.rollout_client import RolloutClient
+from mage_jax.engine import generate_batcher as gb
+from mage_jax.engine.rollout_client import RolloutClient
 from tests.test_rl_rollout import PROMPT, log_softmax, make_hf_dir
 
 PROMPTS = [PROMPT, PROMPT[:2], [9707, 11, 1879, 0, 374, 1207, 88, 3] * 3, [151644, 872]]
@@ -95,7 +95,7 @@ def test_the_sampler_draws_from_the_processed_distribution():
 
 
 def test_concurrent_requests_join_the_running_batch_with_their_alone_results(ckpt):
-  from mage_jax.rl.rollout_server import RolloutServer
+  from mage_jax.engine.rollout_server import RolloutServer
   with RolloutServer(ckpt) as server:
     client = RolloutClient(server.url, "mage", timeout=300)
     alone = [client.complete(p, max_tokens=4, temperature=1.0, seed=i) for i, p in enumerate(PROMPTS)]

@@ -9,7 +9,7 @@ import time
 from mage_jax.agent.episode import EpisodeConfig
 from mage_jax.agent.policies import ScriptedPolicy
 from mage_jax.agent.slots import Job, LocalSlotPool
-from mage_jax.agent.tasks.builtin import builtin_packages
+from mage_jax.tasks.builtin import builtin_packages
 from mage_jax.rl.group_queue import GroupQueue
 from tests._agent_helpers import SleepingEnv
 

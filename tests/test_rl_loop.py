@@ -13,7 +13,7 @@ import types
 import numpy as np
 import pytest
 
-from mage_jax.rl.rollout_client import Completion, RolloutClient, RolloutError
+from mage_jax.engine.rollout_client import Completion, RolloutClient, RolloutError
 from mage_jax.rl.rollouts import (EpisodeSamples, RolloutContext, RolloutGroup, RolloutPolicy,
                                   group_from_results)
 
@@ -69,7 +69,7 @@ def test_a_sync_between_two_calls_of_one_episode_stamps_each_call_with_its_own_v
   (0, conservative), call 2 gets 1; the learner's counter never moved, so both come from the
   engine. The group's version is the older one and the lag accounting counts each sample's own."""
   from mage_jax.agent.episode import EpisodeConfig
-  from mage_jax.agent.tasks.builtin import builtin_packages
+  from mage_jax.tasks.builtin import builtin_packages
   from mage_jax.bench.fleet_sim import WaitEnv
   from mage_jax.rl.admission import AdmissionWindow
   from mage_jax.rl.loop import rollout_stats
@@ -370,7 +370,7 @@ def test_train_rl_on_screenshot_samples_with_the_tiny_mage_vl(tmp_path):
 
 @pytest.mark.slow
 def test_launch_rl_tiny_on_real_terminal_tasks(tmp_path):
-  from mage_jax.agent import sandbox
+  from mage_jax.machine import sandbox
   try:
     sandbox.check_available()
   except sandbox.SandboxUnavailable as e:

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from mage_jax.rl.rollout_client import RolloutClient, RolloutError
+from mage_jax.engine.rollout_client import RolloutClient, RolloutError
 
 TINY = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
             head_dim=8, intermediate_size=32)  # the real vocabulary, so the tokenizer's ids are valid
@@ -56,7 +56,7 @@ def ckpts(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(ckpts):
-  from mage_jax.rl.rollout_server import RolloutServer
+  from mage_jax.engine.rollout_server import RolloutServer
   with RolloutServer(ckpts[0]) as s:
     yield s
 
@@ -291,7 +291,7 @@ def test_chat_with_image_on_mage_vl(tmp_path):
   from mage_jax.agent.policies import _png_data_url
   from mage_jax.data.images import num_image_tokens, resize_image
   from mage_jax.models.config import IMAGE_PAD_ID
-  from mage_jax.rl.rollout_server import RolloutServer
+  from mage_jax.engine.rollout_server import RolloutServer
   path = random_init_dir("mage_vl_tiny", 0, str(tmp_path / "vl"))
   image = np.random.default_rng(0).integers(0, 255, (40, 56, 3), dtype=np.uint8)
   with RolloutServer(path) as server:
@@ -403,7 +403,7 @@ def test_503_is_retried_with_backoff_until_paused_retry_s():
 
 def test_embedded_server_in_0_33_mode_answers_503_while_paused_and_the_client_waits_it_out(ckpts):
   """The 503 path as vLLM >= 0.33 has it, tested against our imitation (no real 0.33 here)."""
-  from mage_jax.rl.rollout_server import RolloutServer
+  from mage_jax.engine.rollout_server import RolloutServer
   with RolloutServer(ckpts[0], vllm_behaviour="0.33") as server:
     client = RolloutClient(server.url, "mage", timeout=120, backoff_s=0.05)
     client.pause()

@@ -89,8 +89,8 @@ def test_packed_image_samples_match_per_sample_forward(vl):
 
 def test_rollout_policy_on_the_embedded_server_matches_the_learner(vl):
   from mage_jax.data.tokenizer import load_tokenizer
-  from mage_jax.rl.rollout_client import RolloutClient
-  from mage_jax.rl.rollout_server import RolloutServer
+  from mage_jax.engine.rollout_client import RolloutClient
+  from mage_jax.engine.rollout_server import RolloutServer
   from mage_jax.rl.rollouts import RolloutContext, RolloutPolicy
   path, policy = vl
   rng = np.random.default_rng(1)

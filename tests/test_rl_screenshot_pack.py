@@ -8,7 +8,7 @@ import pytest
 
 from mage_jax.rl import screenshot_pack
 from mage_jax.rl.batch import RLSample
-from mage_jax.rl.rollout_client import RolloutClient
+from mage_jax.engine.rollout_client import RolloutClient
 from mage_jax.rl.rollouts import RolloutContext, RolloutPolicy
 
 H, W = 800, 1280

@@ -7,9 +7,9 @@ import re
 import numpy as np
 import pytest
 
-from mage_jax.rl.rollout_client import RolloutClient
-from mage_jax.rl.rollout_server import RolloutServer
-from mage_jax.rl.weight_sync import WeightSyncError, model_logprobs_fn, sync_weights
+from mage_jax.engine.rollout_client import RolloutClient
+from mage_jax.engine.rollout_server import RolloutServer
+from mage_jax.engine.weight_sync import WeightSyncError, model_logprobs_fn, sync_weights
 from tests.test_rl_rollout import PROMPT, log_softmax, make_hf_dir, tiny_cfg, tiny_model
 
 
@@ -115,7 +115,7 @@ def test_ignored_reload_fails_on_the_served_path(start_ckpt, learner, tmp_path):
 def test_failed_reload_raises_and_leaves_the_engine_running(start_ckpt, learner, tmp_path):
   with RolloutServer(start_ckpt) as server:
     def broken(path):
-      from mage_jax.rl.rollout_server import RequestError
+      from mage_jax.engine.rollout_server import RequestError
       raise RequestError(f"reload_weights({path}) failed: disk full", status=500)
     server.reload_weights = broken
     with pytest.raises(WeightSyncError, match=r"sync v5 .*HTTP 500.*disk full"):

@@ -38,12 +38,19 @@ def test_a_bad_number_is_a_config_error_naming_the_field(field, value):
 
 
 def test_rl_numbers_and_cross_field_checks():
+  """The rl section's ranges belong to rl/ (rl/config_fields.py); the SFT set-up checks them
+  only when handed them, as launch.rl's validate does."""
   from configs import stage5_rl
+  from mage_jax.rl import loop as rl_loop
+  from mage_jax.rl.config_fields import RL_FIELDS
   for key, value in (("tis_cap", float("nan")), ("sync_tolerance", -1.0), ("max_tokens", 0)):
     c = stage5_rl.get_config("tiny")
     c.rl[key] = value
+    run_setup.check_config(c, ())   # the SFT set-up knows nothing of the rl section
     with pytest.raises(run_setup.ConfigError, match=f"config.rl.{key}="):
-      run_setup.check_config(c, ())
+      run_setup.check_config(c, (), RL_FIELDS)
+    with pytest.raises(run_setup.ConfigError, match=f"config.rl.{key}="):
+      rl_loop.validate(c)
   c = stage5_rl.get_config("tiny")
   c.data.batch_size, c.step.grad_accum_steps = 6, 4
   with pytest.raises(run_setup.ConfigError, match="not divisible by config.step.grad_accum_steps"):

@@ -1,4 +1,4 @@
-"""launch.serve's server (rl/rollout_server.py) driven by the official `openai` SDK, as outside
+"""launch.serve's server (engine/rollout_server.py) driven by the official `openai` SDK, as outside
 users drive it: models, chat with an image, usage, `stream=True` on chat and completions (the
 streamed text equals the plain answer), `top_logprobs` (checked against the model's own
 log-softmax, computed here from Policy.logits), and OpenAI-shaped errors the SDK raises as
@@ -21,7 +21,7 @@ def served(tmp_path_factory):
   from flax import nnx
   from configs import models
   from mage_jax import api
-  from mage_jax.rl.rollout_server import RolloutServer
+  from mage_jax.engine.rollout_server import RolloutServer
   from mage_jax.weights import hf
   cfg = models.build_model_config(models.get_config("mage_vl_tiny"))
   model = hf.build_model(cfg, nnx.Rngs(0))

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from mage_jax.agent.tasks.builtin import builtin_packages
+from mage_jax.tasks.builtin import builtin_packages
 from mage_jax.data import render as render_lib
 from mage_jax.data import trajectory as tr
 from mage_jax.forge import llm

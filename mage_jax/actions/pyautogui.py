@@ -1,6 +1,6 @@
 """PyAutoGUI code as computer_use calls: the one reader for every source that records actions
 as PyAutoGUI (AgentNet trajectories in data/importers/agentnet.py, OSWorld's set-up and
-post-config steps in agent/osworld/pyautogui_steps.py).
+post-config steps in tasks/osworld/pyautogui_steps.py).
 
 The code is parsed with `ast`, never run: only plain calls `pyautogui.f(...)`,
 `computer.f(...)` (OpenCUA's agent functions) and `time.sleep(...)` with literal arguments,

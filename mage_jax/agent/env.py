@@ -28,12 +28,13 @@ from typing import Any
 from PIL import Image
 
 from mage_jax.actions import schema as tools
-from mage_jax.agent.sandbox import HOME, Sandbox, SandboxConfig, Unreadable, sandbox_env
-from mage_jax.agent.tasks import checkers, preparers
-from mage_jax.agent.tasks.package import TaskPackage
-from mage_jax.agent.terminal import SANDBOX_LOST, PersistentShell
+from mage_jax.machine.sandbox import HOME, Sandbox, SandboxConfig, Unreadable, sandbox_env
+import mage_jax.tasks as tasks_pkg
+from mage_jax.tasks import checkers, preparers
+from mage_jax.tasks.package import TaskPackage
+from mage_jax.machine.terminal import SANDBOX_LOST, PersistentShell
 
-APPS_HOST_DIR = os.path.join(os.path.dirname(__file__), "tasks", "builtin", "apps")
+APPS_HOST_DIR = os.path.join(os.path.dirname(tasks_pkg.__file__), "builtin", "apps")  # the Tk apps tasks open
 APPS_DIR = "/opt/mage_apps"
 LAYOUT_DIR = "/tmp/.mage_layout"
 
@@ -102,14 +103,14 @@ class LocalEnv(Env):
   def reset(self, task: TaskPackage) -> Observation:
     self.close()
     self.task, self.terminal_outputs, self.terminate_status = task, [], None
-    from mage_jax.agent.apps import etc_binds  # the real apps' read-only config (LibreOffice, GIMP, openbox)
+    from mage_jax.machine.apps import etc_binds  # the real apps' read-only config (LibreOffice, GIMP, openbox)
     sb_cfg = dataclasses.replace(self.config.sandbox, ro_binds=self.config.sandbox.ro_binds + (
         (APPS_HOST_DIR, APPS_DIR),) + (etc_binds() if task.needs_desktop else ()))
     self.sandbox = Sandbox(sb_cfg)
     display = None
     if task.needs_desktop:
-      from mage_jax.agent.desktop import Desktop
-      from mage_jax.agent.apps import start_window_manager
+      from mage_jax.machine.desktop import Desktop
+      from mage_jax.machine.apps import start_window_manager
       self.desktop = Desktop(self.sandbox, self.config.width, self.config.height)
       start_window_manager(self.desktop)  # every desktop, Tk apps included: focus, stacking, geometry
       display = ":0"
@@ -124,7 +125,7 @@ class LocalEnv(Env):
 
   def close(self) -> None:
     if self.desktop is not None:
-      from mage_jax.agent import apps
+      from mage_jax.machine import apps
       apps.stop(self.desktop)  # real apps get SIGTERM first; the sandbox's close kills what is left
     for part in (self.shell, self.desktop, self.sandbox):
       if part is not None:
@@ -233,6 +234,12 @@ class LocalEnv(Env):
       return Observation(text="Error: this task has no display; use the bash tool.")
     self.desktop.execute(arguments)
     if getattr(self.desktop, "real_apps", None):  # a real app redraws late: observe it once settled
-      from mage_jax.agent import apps
+      from mage_jax.machine import apps
       apps.wait_still(self.desktop, time.monotonic() + apps.SETTLE_MAX, quiet=apps.SETTLE_QUIET)
     return Observation(text=None, screenshot=self.screenshot())
+
+
+def env_config_from(e: Any) -> EnvConfig:
+  """A config's `env` section (configs/common.py) -> EnvConfig: the one place its fields map."""
+  return EnvConfig(width=e.width, height=e.height, command_timeout=e.command_timeout, max_output=e.max_output,
+                   sandbox=SandboxConfig(home_mb=e.home_mb, memory_mb=e.memory_mb, nproc=e.nproc))

@@ -23,7 +23,7 @@ from mage_jax.actions import parsing
 from mage_jax.actions import schema as tools
 from mage_jax.agent.env import Env, Observation
 from mage_jax.agent.spray import SprayCounter
-from mage_jax.agent.tasks.package import TaskPackage
+from mage_jax.tasks.package import TaskPackage
 from mage_jax.data import prompts
 from mage_jax.data import render as render_lib
 from mage_jax.data import trajectory as tr

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Sequence
 from mage_jax.agent.episode import EpisodeResult, Policy
 from mage_jax.agent.spray import mean_of as spray_means
 from mage_jax.agent.slots import Job, SlotPool
-from mage_jax.agent.tasks.package import TaskPackage
+from mage_jax.tasks.package import TaskPackage
 from mage_jax.data import trajectory as tr
 
 

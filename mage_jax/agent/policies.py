@@ -7,14 +7,14 @@ import base64
 import io
 import json
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from PIL import Image
 
 from mage_jax.actions import schema as tools
-from mage_jax.agent.episode import PolicyOutput, PolicyRequest
-from mage_jax.agent.tasks.package import CHANNELS
+from mage_jax.agent.episode import Policy, PolicyOutput, PolicyRequest
+from mage_jax.tasks.package import CHANNELS
 
 
 class ScriptedPolicy:
@@ -202,3 +202,27 @@ class CheckpointPolicy:
     text = self.policy.decode([i for i in ids if i != 151645])
     return PolicyOutput(text=text, prompt_ids=[int(i) for i in request.prompt_tokens], completion_ids=ids,
                         logprobs=[float(x) for x in gen.logprobs], output_tokens=len(ids))
+
+
+CONFIG_KINDS = ("scripted", "openai", "checkpoint")
+
+
+def factory_from_config(p) -> Callable[[Any], Policy]:
+  """A config's `policy` section (configs/eval.py) -> task -> Policy, for the kinds this floor
+  builds: scripted (the reference), openai (an endpoint; one client, so its concurrency limit
+  spans the episodes running at once), checkpoint (an HF directory run in this process)."""
+  if p.kind == "scripted":
+    return lambda task: ScriptedPolicy(p.which)
+  if p.kind == "openai":
+    from mage_jax.llm.client import from_config
+    shared = from_config(p)
+    return lambda task: OpenAIChatPolicy(p.base_url, p.model, max_tokens=p.max_tokens,
+                                         temperature=p.temperature, top_p=p.top_p,
+                                         tool_protocol=p.get("tool_protocol", "text"), client=shared)
+  if p.kind == "checkpoint":
+    if not p.checkpoint:
+      raise ValueError("policy.kind=checkpoint needs --config.policy.checkpoint=<HF dir>")
+    shared = CheckpointPolicy(p.checkpoint, max_new_tokens=p.max_tokens, greedy=p.greedy,
+                              temperature=p.temperature, top_p=p.top_p)
+    return lambda task: shared
+  raise ValueError(f"unknown policy.kind {p.kind!r}; expected {' | '.join(CONFIG_KINDS)}")

@@ -44,7 +44,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Iterator
 
-from mage_jax.agent import cgroup
+from mage_jax.machine import cgroup
 from mage_jax.agent.env import Env
 from mage_jax.agent.episode import EpisodeConfig, EpisodeResult
 from mage_jax.agent.slots import EnvSlot, Job, JobFeed, OnDone, SlotPool
@@ -308,7 +308,7 @@ class RaySlotPool(SlotPool):
     self.actors, self._starting, self._probing, self.idle = [], {}, {}, collections.deque()
 
 
-# --- what the env hosts can reach (the RL loop's start-up checks, rl/engine_address.py) -----------
+# --- what the env hosts can reach (the RL loop's start-up checks, rl/engine_checks.py) -----------
 
 
 def env_nodes() -> dict[str, str]:

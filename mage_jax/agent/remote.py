@@ -28,10 +28,10 @@ from PIL import Image
 
 from mage_jax.actions import keys, schema as tools
 from mage_jax.agent.env import APPS_DIR, LAYOUT_DIR, Env, Observation
-from mage_jax.agent import terminal
-from mage_jax.agent.sandbox import HOME
-from mage_jax.agent.tasks import checkers, preparers
-from mage_jax.agent.tasks.package import TaskPackage
+from mage_jax.machine import terminal
+from mage_jax.machine.sandbox import HOME
+from mage_jax.tasks import checkers, preparers
+from mage_jax.tasks.package import TaskPackage
 
 _CWD_MARK = "__MAGE_CWD="
 SCROLL_PIXELS_PER_CLICK = tools.SCROLL_PIXELS_PER_CLICK

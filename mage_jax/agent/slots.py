@@ -31,10 +31,10 @@ import threading
 import traceback
 from typing import Callable, Iterable, Iterator
 
-from mage_jax.agent import cgroup
+from mage_jax.machine import cgroup
 from mage_jax.agent.env import Env
 from mage_jax.agent.episode import EpisodeConfig, EpisodeDeadline, EpisodeResult, Policy, run_episode
-from mage_jax.agent.tasks.package import TaskPackage
+from mage_jax.tasks.package import TaskPackage
 
 
 @dataclasses.dataclass

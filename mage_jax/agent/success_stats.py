@@ -5,7 +5,7 @@
   paired_bootstrap(a, b)       mean difference b - a, its 95% percentile interval and a two-sided
                                bootstrap p-value, resampling instances (pairs stay together)
 
-Used by the learning proof (mage_jax/agent/proof_eval.py) to compare checkpoints on the SAME
+Used by the learning proof (mage_jax/runs/proof_eval.py) to compare checkpoints on the SAME
 held-out instances; scipy is not a dependency, so the binomial tail is summed exactly.
 """
 from __future__ import annotations

@@ -39,7 +39,7 @@ def engine_decode(gpu: bool) -> dict[str, Any]:
   from flax import nnx
   from mage_jax.models.config import Qwen3Config
   from mage_jax.models.qwen3 import Qwen3ForCausalLM
-  from mage_jax.rl.vllm_process import CPU_TINY_QWEN3
+  from mage_jax.engine.vllm_process import CPU_TINY_QWEN3
   dims = dict(num_hidden_layers=4, compute_dtype="bfloat16", param_dtype="bfloat16") if gpu else (
       dict(CPU_TINY_QWEN3, compute_dtype="float32", param_dtype="float32"))
   model = Qwen3ForCausalLM(Qwen3Config(**dims), rngs=nnx.Rngs(0))

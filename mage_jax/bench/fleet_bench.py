@@ -24,7 +24,7 @@ from mage_jax.agent.env import EnvConfig, LocalEnv
 from mage_jax.agent.episode import EpisodeConfig
 from mage_jax.agent.policies import ScriptedPolicy
 from mage_jax.agent.slots import Job, SlotPool, make_pool
-from mage_jax.agent.tasks.builtin import builtin_packages
+from mage_jax.tasks.builtin import builtin_packages
 
 ENV = EnvConfig(width=800, height=600)
 

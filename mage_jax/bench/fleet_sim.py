@@ -206,7 +206,7 @@ def replay(backend: str, scheme: str, *, slots: int, workers: int, groups: int, 
   pool of `slots` fed by the GroupQueue, one thread per group."""
   from mage_jax.agent.episode import EpisodeConfig
   from mage_jax.agent.slots import Job, make_pool
-  from mage_jax.agent.tasks.builtin import builtin_packages
+  from mage_jax.tasks.builtin import builtin_packages
   from mage_jax.rl.group_queue import GroupQueue
   task = builtin_packages()[0]
   cfg = EpisodeConfig(out_dir=tempfile.mkdtemp(prefix="fleet_sim_"), score_settle=0)

@@ -34,7 +34,7 @@ from mage_jax.bench import decode_bench
 from mage_jax.bench.results import Row
 
 CMD = "python -m launch.bench --suite=rl_engine"
-from mage_jax.rl.vllm_process import CPU_TINY_QWEN3 as ENGINE_TINY
+from mage_jax.engine.vllm_process import CPU_TINY_QWEN3 as ENGINE_TINY
 
 # launch.rl stage5 tiny on a text-only Qwen3 the engine can serve, 1 group x 2 one-call episodes.
 RL_FLAGS = ["--config.model.arch=qwen3", "--config.model.text.head_dim=32",
@@ -83,7 +83,7 @@ def decode_throughput(client, concurrency: int, *, requests_per_client: int, pro
 
 
 def sync_seconds(client, cfg, model, out_root: str, reps: int) -> float:
-  from mage_jax.rl.weight_sync import model_logprobs_fn, sync_weights
+  from mage_jax.engine.weight_sync import model_logprobs_fn, sync_weights
   fn = model_logprobs_fn(model, cfg)
   probe = [9707, 11, 1879, 0, 374]
   times = [sync_weights(client, model, cfg, out_root=out_root, version=v + 1, probe_tokens=probe,
@@ -108,9 +108,9 @@ def idle_fraction(server_url: str | None, workdir: str) -> dict[str, float]:
 
 def run(*, reps: int = 3, quick: bool = False) -> tuple[list[Row], dict[str, Any]]:
   from mage_jax import api
-  from mage_jax.rl.rollout_client import RolloutClient
-  from mage_jax.rl.rollout_server import RolloutServer
-  from mage_jax.rl.vllm_process import VLLMOptions, VLLMServer
+  from mage_jax.engine.rollout_client import RolloutClient
+  from mage_jax.engine.rollout_server import RolloutServer
+  from mage_jax.engine.vllm_process import VLLMOptions, VLLMServer
   levels = (1, 8) if quick else (1, 8, 32)
   per_client, prompt_len, max_tokens = (2, 32, 16) if quick else (4, 64, 32)
   cfg, model = _model()

@@ -15,7 +15,7 @@ import subprocess
 import time
 from typing import Any, Callable
 
-from mage_jax.agent import sandbox as sb
+from mage_jax.machine import sandbox as sb
 from mage_jax.bench.results import Row
 
 STARTUP_GOAL_S = 1.5

@@ -63,7 +63,7 @@ def proof_vocabulary(samples: int = 1_000) -> np.ndarray:
   """The compact vocabulary configs/pretrain.py builds for the proof family (sampled corpus)."""
   from mage_jax.data import copy_corpus
   from mage_jax.data.tokenizer import Tokenizer
-  from mage_jax.train import proof_base
+  from mage_jax.runs import proof_base
   corpus = copy_corpus.CopyCorpus(Tokenizer(), proof_base.proof_pools(), preambles=proof_base.system_turns(),
                                   preamble_share=0.25)
   return np.array(sorted(corpus.vocabulary(proof_base.family_texts(), samples=samples)), np.int32)

@@ -16,15 +16,15 @@ from typing import Any
 from mage_jax.bench.results import Row
 
 STARTUP_GOAL_S = 15.0
-TASK = os.path.join(os.path.dirname(os.path.dirname(__file__)), "agent", "web", "tasks", "web_forum_reply_arm.json")
+TASK = os.path.join(os.path.dirname(os.path.dirname(__file__)), "tasks", "web", "tasks", "web_forum_reply_arm.json")
 
 
 def run(reps: int = 3) -> dict[str, float]:
   """Medians of each phase, in the order LocalEnv.reset runs them for a web task."""
   import dataclasses
   from mage_jax.agent.env import LocalEnv
-  from mage_jax.agent.tasks.package import load_package
-  from mage_jax.agent.web import browser, replica
+  from mage_jax.tasks.package import load_package
+  from mage_jax.tasks.web import browser, replica
   pkg = load_package(TASK)
   bare = dataclasses.replace(pkg, setup=[])          # the episode without its web setup
   app, url = pkg.setup[0]["app"], pkg.setup[1]["url"]

@@ -74,5 +74,4 @@ def default_data_config() -> ml_collections.ConfigDict:
   c.worker_buffer_size = 2
   c.read_threads = 4
   c.read_prefetch = 16
-  c.data_axes = ("data", "fsdp")  # mesh axes the batch dimension is sharded over
   return c

@@ -12,8 +12,8 @@ import math
 import numpy as np
 from PIL import Image
 
-# One definition of the CLIP constants and the normalisation: the vision tower's.
-from mage_jax.models.mage_vit import CLIP_MEAN, CLIP_STD, normalize_patch_rows  # noqa: F401
+# One definition of the CLIP constants and the normalisation, shared with the vision tower (NumPy only).
+from mage_jax.models.clip_norm import CLIP_MEAN, CLIP_STD, normalize_patch_rows  # noqa: F401
 
 PATCH = 16
 MERGE = 2

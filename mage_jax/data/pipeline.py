@@ -5,7 +5,7 @@ process's slice -> shuffle(seed) -> repeat(epochs) -> decode. Sources are mixed
 with their configured weights (`MapDataset.mix`), then read with threads,
 batched (batch_size / process_count bins per process), optionally prefetched in
 worker processes, and assembled into global jax arrays whose batch dimension is
-sharded over the mesh's data axes (`config.data_axes`, default ('data', 'fsdp')).
+sharded over the batch axes of the sharding rules table (`act_batch`: data and fsdp).
 
 `DataIterator` is a `grain.DatasetIterator`: `get_state()`/`set_state()` are
 JSON-able, so `grain.checkpoint.CheckpointSave(iterator)` stores it in an Orbax
@@ -26,9 +26,10 @@ import grain
 import jax
 import ml_collections
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh
 
 from mage_jax.data import records
+from mage_jax.sharding import batch_sharding
 from mage_jax.data.config import source_names
 from mage_jax.data.packing import TwoBudgetPackIterDataset, assemble_batch
 
@@ -158,15 +159,10 @@ def render_sources(data: ml_collections.ConfigDict, manifest: dict | None = None
 # --- device assembly ----------------------------------------------------------------------------
 
 
-def batch_sharding(mesh: Mesh, data_axes: Sequence[str] = ("data", "fsdp")) -> NamedSharding:
-  axes = tuple(a for a in data_axes if a in mesh.axis_names)
-  return NamedSharding(mesh, PartitionSpec(axes if axes else None))
-
-
-def to_global(batch: dict[str, np.ndarray], mesh: Mesh,
-              data_axes: Sequence[str] = ("data", "fsdp")) -> dict[str, jax.Array]:
-  """Process-local host batch -> global jax arrays, batch dim sharded over the data axes."""
-  sharding = batch_sharding(mesh, data_axes)
+def to_global(batch: dict[str, np.ndarray], mesh: Mesh) -> dict[str, jax.Array]:
+  """Process-local host batch -> global jax arrays, batch dim sharded over the rules table's
+  batch axes (mage_jax/sharding.py `batch_sharding`, the train step's input sharding)."""
+  sharding = batch_sharding(mesh)
   return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in batch.items()}
 
 
@@ -177,10 +173,10 @@ class DataIterator(grain.DatasetIterator):
   """
 
   def __init__(self, parent: grain.DatasetIterator, source_names_: Sequence[str],
-               mesh: Mesh | None = None, data_axes: Sequence[str] = ("data", "fsdp")):
+               mesh: Mesh | None = None):
     super().__init__(parent)
     self._names = list(source_names_)
-    self._mesh, self._axes = mesh, tuple(data_axes)
+    self._mesh = mesh
     self.bins_per_source: collections.Counter[str] = collections.Counter()
 
   def __next__(self) -> dict[str, Any]:
@@ -190,7 +186,7 @@ class DataIterator(grain.DatasetIterator):
       self.bins_per_source[self._names[sid] if 0 <= sid < len(self._names) else "?"] += 1
     if self._mesh is None:
       return batch
-    return to_global(batch, self._mesh, self._axes)
+    return to_global(batch, self._mesh)
 
   def get_state(self) -> dict[str, Any]:
     return {"grain": self._parent.get_state(), "bins_per_source": dict(self.bins_per_source)}
@@ -210,7 +206,7 @@ def make_iterator(data: ml_collections.ConfigDict, mesh: Mesh | None = None, *,
                          process_count=process_count)
   else:
     ds = records_dataset(data, process_index=process_index, process_count=process_count)
-  return DataIterator(iter(ds), source_names(data), mesh, data.data_axes)
+  return DataIterator(iter(ds), source_names(data), mesh)
 
 
 # --- read throughput benchmark ------------------------------------------------------------------
@@ -226,8 +222,7 @@ def measure_read_throughput(shard_dir: str, batch_size: int = 4, num_batches: in
   data = ml_collections.ConfigDict(dict(
       sources={"bench": dict(paths="", weight=1.0, stage=0, packed_dir=shard_dir)},
       packed_dir="", shuffle_seed=0, num_epochs=-1, batch_size=batch_size, worker_count=0,
-      worker_buffer_size=1, read_threads=read_threads, read_prefetch=2 * batch_size,
-      data_axes=("data",)))
+      worker_buffer_size=1, read_threads=read_threads, read_prefetch=2 * batch_size))
   it = iter(records_dataset(data, process_index=0, process_count=1))
   next(it)  # warm up: open shards, first reads
   real = slots = 0

@@ -73,7 +73,7 @@ AGENT_SYSTEM = ("You build task packages for a computer-use agent harness, from 
 
 def agent_loop_task(client: ChatClient, skill: Skill, seed: int) -> CallRecord:
   """One package built by the agent loop; the harness answers each tool call."""
-  from mage_jax.agent.tasks import checkers, preparers
+  from mage_jax.tasks import checkers, preparers
   with open(DOCS, encoding="utf-8") as f:
     docs = f.read()
   messages = [{"role": "system", "content": AGENT_SYSTEM.format(docs=docs)},

@@ -110,7 +110,7 @@ def evaluate_student(c: dict[str, Any], k: int, suite_dir: str, by_skill: dict[s
   from mage_jax.agent.env import EnvConfig, LocalEnv
   from mage_jax.agent.episode import EpisodeConfig
   from mage_jax.agent.slots import LocalSlotPool
-  from mage_jax.agent.tasks.package import load_package
+  from mage_jax.tasks.package import load_package
   from mage_jax.forge import student
   st = c["student"]
   want = int(st.get("per_skill", 8))
@@ -314,7 +314,7 @@ def recheck(suite_dir: str, workers: int = 2, env: dict[str, Any] | None = None,
   {checked, failed: [(id, gate, reason)], seconds}."""
   import shutil
   import tempfile
-  from mage_jax.agent.tasks.package import PackageError
+  from mage_jax.tasks.package import PackageError
   t0 = time.monotonic()
   with tempfile.TemporaryDirectory(prefix="forge_recheck_") as tmp:
     copy = shutil.copytree(suite_dir, os.path.join(tmp, "suite"))
@@ -335,7 +335,7 @@ def recheck(suite_dir: str, workers: int = 2, env: dict[str, Any] | None = None,
 
 
 def load_suite_entry(suite: str, name: str) -> list:
-  from mage_jax.agent.tasks.package import load_package
+  from mage_jax.tasks.package import load_package
   full = os.path.join(suite, name)
   if name.endswith(".json") or os.path.isfile(os.path.join(full, "task.json")):
     return [load_package(full)]

@@ -129,7 +129,7 @@ def read_text(path: str, preparer: str = "") -> str:
 def prepare_and_open(setup: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
   """{sandbox path: {"text": ..., "error": None | why it did not open}} for every file the
   file-writing preparers produce."""
-  from mage_jax.agent.tasks import preparers
+  from mage_jax.tasks import preparers
   out: dict[str, dict[str, Any]] = {}
   with tempfile.TemporaryDirectory(prefix="forge_files_") as tmp:
     target = HostTarget(tmp)

@@ -8,7 +8,7 @@ skill has the same checker and an instruction whose word 3-gram Jaccard similari
 (`dedup_near_instruction`: a reworded copy). The same instruction over different data (a
 different checker) is a different task and is kept.
 
-`gate_package` runs mage_jax/agent/tasks/gates.check_package (schema / setup / initial_zero /
+`gate_package` runs mage_jax/forge/package_gates.check_package (schema / setup / initial_zero /
 reference_one for every reference / near_miss_below_one / no_blind_exploit) in the sandbox,
 on the desktop for GUI and hybrid tasks, and times it; results are cached by package hash so
 a resumed run does not re-gate.
@@ -77,7 +77,7 @@ class Deduper:
 def gate_package(pkg: dict[str, Any], env_cfg: dict[str, Any] | None = None) -> dict[str, Any]:
   """One package through the harness gates in a fresh sandbox; a JSON-able summary."""
   from mage_jax.agent.env import EnvConfig, LocalEnv
-  from mage_jax.agent.tasks.gates import check_package
+  from mage_jax.forge.package_gates import check_package
   cfg = EnvConfig(**(env_cfg or {}))
   t0 = time.monotonic()
   try:

@@ -1,7 +1,7 @@
 """LLM nodes: a prompt template, a JSON-schema output, bounded retries, a fallback, and cost.
 
 Talks to any OpenAI-compatible `POST {base_url}/chat/completions` (vLLM,
-`launch.serve` = mage_jax/rl/rollout_server.py, forge/replay.py). One call of an
+`launch.serve` = mage_jax/engine/rollout_server.py, forge/replay.py). One call of an
 `LLMNode`:
 
   1. renders its template (`str.format` over the node's inputs; JSON-dumped when

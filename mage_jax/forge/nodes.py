@@ -185,7 +185,7 @@ class SetupNode(Node):
   """The harness's setup list, every preparer spec validated."""
 
   def run(self, ctx: Context, fields: dict[str, Any]) -> list[dict[str, Any]]:
-    from mage_jax.agent.tasks import preparers
+    from mage_jax.tasks import preparers
     setup = list(fields.get("setup", []))
     for i, spec in enumerate(setup):
       try:
@@ -200,7 +200,7 @@ class CheckerNode(Node):
   """The checker (rubric) spec, validated against the harness's checker types."""
 
   def run(self, ctx: Context, fields: dict[str, Any]) -> dict[str, Any]:
-    from mage_jax.agent.tasks import checkers
+    from mage_jax.tasks import checkers
     try:
       checkers.validate_spec(fields["checker"], "checker")
     except ValueError as e:
@@ -234,7 +234,7 @@ class PackageNode(Node):
     for key in ("near_miss", "max_steps"):
       if fields.get(key) is not None:
         pkg[key] = fields[key]
-    from mage_jax.agent.tasks.package import PackageError, package_from_dict
+    from mage_jax.tasks.package import PackageError, package_from_dict
     try:
       package_from_dict(pkg, source=pkg["id"])
     except (PackageError, ValueError) as e:

@@ -250,7 +250,7 @@ def run_round(c: dict[str, Any], k: int, budget: dict[str, int], avoid: dict[str
 
 
 def _accept(o: dict[str, Any], suite_dir: str, st: RoundStats) -> None:
-  from mage_jax.agent.tasks.package import package_from_dict, save_package
+  from mage_jax.tasks.package import package_from_dict, save_package
   pkg = o["package"]
   save_package(package_from_dict(pkg, source=pkg["id"]), os.path.join(suite_dir, pkg["id"]))
   o["accepted"] = True

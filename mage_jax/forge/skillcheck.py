@@ -16,7 +16,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable
 
-from mage_jax.agent.tasks import gates
+from mage_jax.forge import package_gates as gates
 from mage_jax.forge import skill as skill_lib
 from mage_jax.forge.skills import load_all, package_dict, taxonomy_from_registry
 

@@ -59,5 +59,5 @@ def policy_factory(student: dict[str, Any], round_k: int):
   if student["kind"] == "noisy_scripted":
     return student_factory(NoiseModel(**student["noise"]), round_k)
   import ml_collections
-  from mage_jax.agent.suite_run import make_policy_factory
-  return make_policy_factory(ml_collections.ConfigDict(dict(student)))
+  from mage_jax.agent.policies import factory_from_config
+  return factory_from_config(ml_collections.ConfigDict(dict(student)))

@@ -15,7 +15,7 @@ import os
 import shlex
 
 from mage_jax.agent.env import EnvConfig, LocalEnv
-from mage_jax.agent.sandbox import sandbox_env
+from mage_jax.machine.sandbox import sandbox_env
 from mage_jax.harness.variant import HarnessVariant, VariantError
 
 LIB_ROOT, BIN_ROOT = "/opt/harness_lib_", "/opt/harness_bin_"

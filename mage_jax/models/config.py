@@ -210,3 +210,16 @@ class MageVLConfig:
 def _check_choice(field: str, value: str, choices: tuple[str, ...]) -> None:
   if value not in choices:
     raise ValueError(f"{field}={value!r} is not one of {choices}")
+
+
+def build_model_config(cd: Any) -> Qwen3Config | MageViTConfig | MageVLConfig:
+  """The frozen dataclass config for a preset ConfigDict (configs/models.py: arch, text, vision;
+  unknown keys raise TypeError naming them)."""
+  if cd.arch == "qwen3":
+    return Qwen3Config(**cd.text.to_dict())
+  if cd.arch == "mage_vit":
+    return MageViTConfig(**cd.vision.to_dict())
+  if cd.arch == "mage_vl":
+    return MageVLConfig(text=Qwen3Config(**cd.text.to_dict()),
+                        vision=MageViTConfig(**cd.vision.to_dict()))
+  raise ValueError(f"model config arch={cd.arch!r} is not one of qwen3, mage_vit, mage_vl")

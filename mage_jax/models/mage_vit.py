@@ -27,29 +27,8 @@ from mage_jax.models.vision_rope import apply_vision_rope
 # Patch activations [B, P, D]: batch over data/fsdp, patches unsharded.
 HIDDEN_AXES = ("act_batch", None, "act_embed")
 
-# CLIP normalisation (DESIGN.md "Image preprocessing").
-CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
-
-
-def _column_constants(patch_dim: int, num_channels: int) -> tuple[np.ndarray, np.ndarray]:
-  """255*mean and 255*std per column of a [C, P, P]-flattened row (channel = j // (P*P))."""
-  per_channel = patch_dim // num_channels
-  mean = np.repeat(255.0 * np.asarray(CLIP_MEAN, np.float64), per_channel).astype(np.float32)
-  std = np.repeat(255.0 * np.asarray(CLIP_STD, np.float64), per_channel).astype(np.float32)
-  return mean, std
-
-
-def normalize_patch_rows(rows, num_channels: int = 3):
-  """uint8 (0..255) patch rows [..., C*P*P] -> fp32 (x - 255*mean) / (255*std).
-
-  Works on NumPy arrays (data path, stays NumPy) and JAX arrays (in the model).
-  This operation order is the one DESIGN.md prescribes (said to match the reference
-  processors bit for bit; not verified here against a reference processor).
-  """
-  xp = np if isinstance(rows, np.ndarray) else jnp
-  mean, std = _column_constants(rows.shape[-1], num_channels)
-  return (rows.astype(xp.float32) - mean) / std
+# CLIP normalisation: one definition, shared with the host-side data path (data/images.py).
+from mage_jax.models.clip_norm import CLIP_MEAN, CLIP_STD, normalize_patch_rows  # noqa: E402,F401
 
 
 def video_window_ids(grid_t: int, grid_h: int, grid_w: int, max_window_frames: int = 4,

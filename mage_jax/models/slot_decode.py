@@ -1,6 +1,6 @@
 """Continuous-batching math over a fixed-shape KV cache of slots (pure jitted functions).
 
-The embedded rollout server (`rl/generate_batcher.py`) keeps one `KVCache` whose rows are
+The embedded rollout server (`engine/generate_batcher.py`) keeps one `KVCache` whose rows are
 slots: a request is prefilled into a free slot, then every active slot advances one token
 per decode step, `steps` steps per call, and a finished request's slot is reused by the next
 one, so requests join and leave between calls without waiting for each other. Each slot

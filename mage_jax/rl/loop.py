@@ -6,7 +6,7 @@
               or an embedded RolloutServer started here on the exported initial weights
               (bound at rl.engine_host:rl.engine_port); episodes call it at
               rl.engine_advertise_url ('' = the learner's URL), checked from every env node
-              when env.backend=ray (rl/engine_address.py)
+              when env.backend=ray (rl/engine_checks.py)
   workers     rollout threads: admit a group while (lag + 1) batches of work are not yet in
               flight, draw a task (FrontierSampler), run one task x N episodes (rollout_fn),
               queue the group (mage_jax.rl.workers); a failed engine group is dropped and
@@ -37,8 +37,10 @@ import numpy as np
 from mage_jax.rl import objective as obj_lib
 from mage_jax.rl.admission import AdmissionWindow
 from mage_jax.rl.batch import RLSample, pack_rl_batch
-from mage_jax.rl.rollout_client import RolloutClient
-from mage_jax.rl import engine_address
+from mage_jax.engine.rollout_client import RolloutClient
+from mage_jax.engine import address as engine_address
+from mage_jax.rl import engine_checks
+from mage_jax.rl.config_fields import RL_FIELDS
 from mage_jax.rl.rollouts import (GROUP_QUEUES, RolloutContext, RolloutFn, RolloutGroup, ServedVersion,
                                   spray_stats)
 from mage_jax.rl.sampler import FrontierSampler
@@ -60,7 +62,7 @@ from mage_jax.train.run_setup import SUMMARY, ConfigError, Trainer
 
 def validate(config: ml_collections.ConfigDict) -> None:
   setup.check_config(config, ("model", "mesh", "data", "optimizer", "step", "train", "init",
-                              "checkpoint", "log", "rl"))
+                              "checkpoint", "log", "rl"), RL_FIELDS)
   rl = config.rl
   if rl.admission_window != rl.max_policy_lag + 1:
     raise ConfigError(f"config.rl.admission_window={rl.admission_window} must be "
@@ -195,7 +197,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
   rl = config.rl
   validate(config)
   # Before anything is built: a loopback engine URL with env hosts elsewhere is a config error.
-  engine_address.refuse_loopback_across_hosts(
+  engine_checks.refuse_loopback_across_hosts(
       config, rl.server_url or engine_address.learner_url(rl.get("engine_host", "127.0.0.1"),
                                                   rl.get("engine_port", 0)),
       env_slots_per_pool(config))
@@ -240,8 +242,8 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
     client.wait_ready(rl.server_ready_timeout_s)
     served = _sync(client, t, state.params, weights_root, version, probe, rl)
   else:
-    from mage_jax.rl.rollout_server import RolloutServer
-    from mage_jax.rl.weight_sync import export
+    from mage_jax.engine.rollout_server import RolloutServer
+    from mage_jax.engine.weight_sync import export
     path = export(state.params, t.model_cfg, weights_root, version)
     server = RolloutServer(path, model_name=rl.model_name, host=rl.get("engine_host", "127.0.0.1"),
                            port=rl.get("engine_port", 0)).start()
@@ -251,8 +253,8 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
     served = {"version": version, "path": path, "seconds": 0.0, "probe_max_abs_diff": None}
     print(f"embedded rollout server at {server.url} serving {path}", flush=True)
   served_version = [version]
-  episode_url = engine_address.advertised_url(rl, client.base_url)
-  reach = engine_address.check_reachable(config, episode_url, env_slots_per_pool(config))
+  episode_url = engine_checks.advertised_url(rl, client.base_url)
+  reach = engine_checks.check_reachable(config, episode_url, env_slots_per_pool(config))
   if reach:
     print(f"engine {episode_url} reachable from {len(reach)} env nodes", flush=True)
   episode_client = client if episode_url == client.base_url else RolloutClient(
@@ -418,7 +420,7 @@ def _sync(client: RolloutClient, t: Trainer, params: Any, out_root: str, version
           probe: list[int], rl: ml_collections.ConfigDict) -> dict[str, Any]:
   """Export + reload + verify (weight_sync.sync_weights: the engine must serve the new path
   and its greedy probe log-probs must match the learner's, unless config.rl.sync_probe=False)."""
-  from mage_jax.rl.weight_sync import model_logprobs_fn, sync_weights
+  from mage_jax.engine.weight_sync import model_logprobs_fn, sync_weights
   check = bool(rl.get("sync_probe", True))
   learner = (model_logprobs_fn(state_lib.merge_model(t.graphdef, params, t.rest), t.model_cfg)
              if check else None)
@@ -434,9 +436,9 @@ def _sync(client: RolloutClient, t: Trainer, params: Any, out_root: str, version
 
 def harness_rollout_fn(config: ml_collections.ConfigDict, workdir: str):
   """HarnessRollouts over config.rl.suite / tasks / kinds with local sandboxed environments."""
-  from mage_jax.agent.env import EnvConfig, LocalEnv
+  from mage_jax.agent.env import LocalEnv, env_config_from
   from mage_jax.agent.episode import EpisodeConfig
-  from mage_jax.agent.sandbox import SandboxConfig, SandboxUnavailable, check_available
+  from mage_jax.machine.sandbox import SandboxUnavailable, check_available
   from mage_jax.rl.rollouts import HarnessRollouts
   rl = config.rl
   try:
@@ -445,9 +447,7 @@ def harness_rollout_fn(config: ml_collections.ConfigDict, workdir: str):
     raise ConfigError(f"RL rollouts need the episode sandbox: {e}") from None
   tasks = load_rl_tasks(rl.suite, rl.tasks, rl.kinds)
   e = config.env
-  env_cfg = EnvConfig(width=e.width, height=e.height, command_timeout=e.command_timeout,
-                      max_output=e.max_output,
-                      sandbox=SandboxConfig(home_mb=e.home_mb, memory_mb=e.memory_mb, nproc=e.nproc))
+  env_cfg = env_config_from(e)
   ep_cfg = EpisodeConfig(max_steps=rl.max_episode_steps, out_dir=os.path.join(workdir, "episodes"),
                          deadline_s=rl.get("episode_deadline_s", 0.0), **config.episode.to_dict())
   slots = env_slots_per_pool(config)
@@ -480,17 +480,11 @@ def rollout_threads(config: ml_collections.ConfigDict) -> int:
 
 
 def load_rl_tasks(suite: str, tasks: str, kinds: str) -> list:
-  from mage_jax.agent.tasks.builtin import builtin_packages
-  from mage_jax.agent.tasks.package import load_suite
-  pkgs = builtin_packages() if suite == "builtin" else load_suite(suite)
-  if tasks:
-    wanted = tasks.split(",")
-    missing = set(wanted) - {p.id for p in pkgs}
-    if missing:
-      raise ConfigError(f"config.rl.tasks: unknown task ids {sorted(missing)}")
-    pkgs = [p for p in pkgs if p.id in wanted]
-  if kinds:
-    pkgs = [p for p in pkgs if p.kind in kinds.split(",")]
+  from mage_jax.tasks.suites import load_tasks
+  try:
+    pkgs = load_tasks(suite, tasks, kinds, field="config.rl")
+  except ValueError as e:
+    raise ConfigError(str(e)) from None
   if not pkgs:
     raise ConfigError(f"no RL tasks left from suite={suite!r} tasks={tasks!r} kinds={kinds!r}")
   return pkgs

@@ -43,11 +43,11 @@ from mage_jax.agent.spray import mean_of as spray_means
 from mage_jax.agent.episode import EpisodeConfig, EpisodeResult, PolicyOutput, PolicyRequest
 from mage_jax.agent.slots import Job, LocalSlotPool, SlotPool
 from mage_jax.rl.group_queue import GroupQueue
-from mage_jax.agent.tasks.package import TaskPackage
+from mage_jax.tasks.package import TaskPackage
 from mage_jax.rl import screenshot_pack
 from mage_jax.rl.batch import RLSample
 from mage_jax.models.config import IMAGE_PAD_ID
-from mage_jax.rl.rollout_client import Completion, RolloutClient, RolloutError
+from mage_jax.engine.rollout_client import Completion, RolloutClient, RolloutError
 
 
 def label_version(label: str, where: str) -> int:

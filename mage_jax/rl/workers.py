@@ -15,7 +15,7 @@ import time
 from typing import Callable
 
 from mage_jax.rl.admission import AdmissionWindow
-from mage_jax.rl.rollout_client import RolloutError
+from mage_jax.engine.rollout_client import RolloutError
 from mage_jax.rl.rollouts import RolloutContext, RolloutFn, RolloutGroup
 from mage_jax.rl.sampler import FrontierSampler
 

@@ -2,7 +2,7 @@
 prompt names, measured as the mean NLL (and top-1 accuracy) of those value tokens in the
 scripted teacher's responses to held-out task instances.
 
-The teacher's held-out episodes (proof_family.collect_teacher_data(split="heldout"); never
+The teacher's held-out episodes (proof_teacher.collect_teacher_data(split="heldout"); never
 trained on) are rendered exactly as SFT renders training episodes (data/render.py), so each
 sample is the prompt the model sees plus the response it should give. Only the trained
 tokens (the response) that spell a held-out value count: `value_mask` finds every occurrence

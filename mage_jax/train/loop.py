@@ -20,7 +20,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from configs import models as model_presets
+from mage_jax.models.config import build_model_config
 from mage_jax.train import checkpoint as ckpt_lib
 from mage_jax.train import evaluation
 from mage_jax.train import flops as flops_lib
@@ -43,7 +43,7 @@ def validate(config: ml_collections.ConfigDict, workdir: str) -> None:
   setup.check_init(config)
   if not list(config.data.sources.keys()):
     raise ConfigError("config.data.sources is empty")
-  model_presets.build_model_config(config.model)
+  build_model_config(config.model)
 
 
 # --- data ----------------------------------------------------------------------------------------

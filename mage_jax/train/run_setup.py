@@ -15,13 +15,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import jax
 import ml_collections
 import numpy as np
 
-from configs import models as model_presets
+from mage_jax.models.config import build_model_config
 from mage_jax import sharding
 from mage_jax.train import checkpoint as ckpt_lib
 from mage_jax.train import optimizer as opt_lib
@@ -38,9 +38,11 @@ class ConfigError(ValueError):
 # --- checks --------------------------------------------------------------------------------------
 
 
-def check_config(config: ml_collections.ConfigDict, sections: tuple[str, ...]) -> None:
+def check_config(config: ml_collections.ConfigDict, sections: tuple[str, ...],
+                 more_fields: Mapping[str, Rule] | None = None) -> None:
   """What a config alone must satisfy (no files read): its sections, the step and optimizer
-  fields (unknown ones named), every numeric field in range."""
+  fields (unknown ones named), every numeric field in range (NUMERIC_FIELDS and the caller's
+  `more_fields`: launch.rl passes its own section's, rl/config_fields.py)."""
   for section in sections:
     if section not in config:
       raise ConfigError(f"config has no `{section}` section")
@@ -54,7 +56,7 @@ def check_config(config: ml_collections.ConfigDict, sections: tuple[str, ...]) -
     opt_lib.OptimizerConfig.from_config(config.optimizer, total_steps=1)
   except ValueError as e:
     raise ConfigError(str(e)) from None
-  check_numbers(config)
+  check_numbers(config, more_fields)
 
 
 Rule = tuple[str, Callable[[Any], bool]]
@@ -107,17 +109,6 @@ NUMERIC_FIELDS: dict[str, Rule] = {
     "prep.heldout_episodes": NON_NEGATIVE_INT,
     "synth.episodes": NON_NEGATIVE_INT, "synth.grounding": NON_NEGATIVE_INT,
     "synth.width": COUNT, "synth.height": COUNT,
-    "rl.num_tasks": COUNT, "rl.total_updates": COUNT, "rl.groups_per_update": COUNT,
-    "rl.episodes_per_group": COUNT, "rl.max_policy_lag": NON_NEGATIVE_INT,
-    "rl.admission_window": COUNT, "rl.tis_cap": POSITIVE, "rl.clip_eps_low": NON_NEGATIVE,
-    "rl.clip_eps_high": NON_NEGATIVE, "rl.adv_eps": NON_NEGATIVE, "rl.sampler_floor": NON_NEGATIVE,
-    "rl.sampler_prior_attempts": NON_NEGATIVE, "rl.max_episode_steps": COUNT,
-    "rl.inference_gpus": NON_NEGATIVE_INT, "rl.env_slots": COUNT, "rl.rollout_workers": COUNT,
-    "rl.max_tokens": COUNT, "rl.temperature": POSITIVE, "rl.top_p": FRACTION,
-    "rl.request_timeout_s": POSITIVE, "rl.server_ready_timeout_s": POSITIVE,
-    "rl.group_timeout_s": POSITIVE, "rl.sync_tolerance": POSITIVE, "rl.keep_exports": COUNT,
-    "rl.group_redundancy": NON_NEGATIVE_INT, "rl.episode_deadline_s": NON_NEGATIVE,
-    "rl.engine_port": NON_NEGATIVE_INT,
     "episode.full_responses": NON_NEGATIVE_INT, "episode.visual_turns": NON_NEGATIVE_INT,
     "episode.context_len": COUNT, "episode.score_settle": NON_NEGATIVE,
     "env.width": COUNT, "env.height": COUNT, "env.command_timeout": POSITIVE,
@@ -137,9 +128,9 @@ def _values(config: Any, path: list[str], prefix: str):
     yield from _values(config[key], rest, f"{prefix}.{key}" if prefix else key)
 
 
-def check_numbers(config: ml_collections.ConfigDict) -> None:
-  """Every field of NUMERIC_FIELDS in range, and the numbers that must agree with each other."""
-  for pattern, (want, ok) in NUMERIC_FIELDS.items():
+def check_numbers(config: ml_collections.ConfigDict, more_fields: Mapping[str, Rule] | None = None) -> None:
+  """Every field of NUMERIC_FIELDS (and `more_fields`) in range, and the numbers that must agree."""
+  for pattern, (want, ok) in {**NUMERIC_FIELDS, **(more_fields or {})}.items():
     for name, value in _values(config, pattern.split("."), ""):
       if not ok(value):
         raise ConfigError(f"config.{name}={value!r}: must be {want}")
@@ -210,7 +201,7 @@ def make_mesh(config: ml_collections.ConfigDict) -> Any:
     mesh = sharding.make_mesh(config.mesh)
   except ValueError as e:
     raise ConfigError(f"config.mesh: {e}") from None
-  shards = int(np.prod([mesh.shape[a] for a in config.data.data_axes if a in mesh.axis_names]))
+  shards = int(np.prod([mesh.shape[a] for a in sharding.batch_axes(mesh)]))
   if config.data.batch_size % shards:
     raise ConfigError(f"config.data.batch_size={config.data.batch_size} is not divisible by the "
                       f"{shards} data-parallel shards of mesh {dict(mesh.shape)}")
@@ -219,7 +210,7 @@ def make_mesh(config: ml_collections.ConfigDict) -> Any:
 
 def to_device(batch: dict[str, np.ndarray], mesh: Any, data: ml_collections.ConfigDict):
   from mage_jax.data import pipeline
-  return pipeline.to_global(batch, mesh, tuple(data.data_axes))
+  return pipeline.to_global(batch, mesh)
 
 
 # --- model ---------------------------------------------------------------------------------------
@@ -266,7 +257,7 @@ class Trainer:
 def build_trainer(config: ml_collections.ConfigDict, workdir: str, mesh: Any, total_steps: int,
                   data: ml_collections.ConfigDict) -> Trainer:
   """Model, optimizer over `total_steps`, abstract state with its shardings, checkpoint meta."""
-  full_cfg = model_presets.build_model_config(config.model)
+  full_cfg = build_model_config(config.model)
   vocab = compact_vocab(config)
   try:
     model_cfg = vocab.compact_model_config(full_cfg) if vocab is not None else full_cfg

@@ -41,17 +41,6 @@ def replicated(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, P())
 
 
-def batch_axes(mesh: Mesh) -> tuple[str, ...]:
-  """Mesh axes the batch dimension is split over (those present of data/fsdp),
-  spelled like mage_jax.data.pipeline.batch_sharding so the shardings match."""
-  return tuple(a for a in ("data", "fsdp") if a in mesh.axis_names)
-
-
-def batch_sharding(mesh: Mesh, ndim: int) -> NamedSharding:
-  axes = batch_axes(mesh)
-  return NamedSharding(mesh, P(axes if axes else None, *([None] * (ndim - 1))))
-
-
 def state_shardings(tx: optax.GradientTransformation, abstract: TrainState,
                     param_shardings: Any, mesh: Mesh) -> TrainState:
   """Shardings for every state leaf: optimizer leaves whose path ends with a

@@ -25,7 +25,8 @@ from jax.sharding import Mesh
 
 from mage_jax.train import loss as loss_lib
 from mage_jax.train.optimizer import global_norm
-from mage_jax.train.state import TrainState, batch_sharding, merge_model, replicated
+from mage_jax.sharding import batch_sharding
+from mage_jax.train.state import TrainState, merge_model, replicated
 
 NONFINITE_MODES = ("skip", "stop")
 BATCH_KEYS = ("tokens", "targets", "loss_mask", "segment_ids", "positions",

@@ -17,7 +17,7 @@ Three record formats:
 meta["grounding"] holds the target as the evaluation needs it (image_size, the pixel box or
 polygon, refusal) and `hits` scores a predicted call against it in pixel space, as the
 benchmarks' own scripts do; meta["benchmark"] holds the name, split and the categories a
-leaderboard reports (agent/grounding_eval.py).
+leaderboard reports (runs/grounding_eval.py).
 """
 from __future__ import annotations
 

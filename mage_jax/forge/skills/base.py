@@ -10,7 +10,7 @@ import json
 import random
 from typing import Any, Callable
 
-from mage_jax.agent.tasks.builtin.suite import DONE, H, app, bash, click, drag, fill, key, move, scroll, type_, wait
+from mage_jax.tasks.builtin.suite import DONE, H, app, bash, click, drag, fill, key, move, scroll, type_, wait
 from mage_jax.forge import skill as skill_lib
 
 __all__ = ["DONE", "H", "app", "bash", "click", "drag", "fill", "key", "move", "scroll", "type_", "wait",

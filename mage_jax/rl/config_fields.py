@@ -1,0 +1,19 @@
+"""The RL section's numeric fields and their ranges, checked at set-up by train/run_setup.py's
+check_config (launch.rl and the curriculum's RL stages pass them; the SFT set-up knows nothing of RL)."""
+from __future__ import annotations
+
+from mage_jax.train.run_setup import COUNT, FRACTION, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, Rule
+
+RL_FIELDS: dict[str, Rule] = {
+    "rl.num_tasks": COUNT, "rl.total_updates": COUNT, "rl.groups_per_update": COUNT,
+    "rl.episodes_per_group": COUNT, "rl.max_policy_lag": NON_NEGATIVE_INT,
+    "rl.admission_window": COUNT, "rl.tis_cap": POSITIVE, "rl.clip_eps_low": NON_NEGATIVE,
+    "rl.clip_eps_high": NON_NEGATIVE, "rl.adv_eps": NON_NEGATIVE, "rl.sampler_floor": NON_NEGATIVE,
+    "rl.sampler_prior_attempts": NON_NEGATIVE, "rl.max_episode_steps": COUNT,
+    "rl.inference_gpus": NON_NEGATIVE_INT, "rl.env_slots": COUNT, "rl.rollout_workers": COUNT,
+    "rl.max_tokens": COUNT, "rl.temperature": POSITIVE, "rl.top_p": FRACTION,
+    "rl.request_timeout_s": POSITIVE, "rl.server_ready_timeout_s": POSITIVE,
+    "rl.group_timeout_s": POSITIVE, "rl.sync_tolerance": POSITIVE, "rl.keep_exports": COUNT,
+    "rl.group_redundancy": NON_NEGATIVE_INT, "rl.episode_deadline_s": NON_NEGATIVE,
+    "rl.engine_port": NON_NEGATIVE_INT,
+}

@@ -1,0 +1,213 @@
+"""The Mage-VL-Cowork curriculum: SFT stages in order (the logic of launch.curriculum).
+
+Each stage trains in <workdir>/<stage> with its own config file
+(`config.stages.<name>.config`, same arg as the curriculum's), starting from
+the previous stage's final params (`init.from_dir`); stage 1 starts from
+`config.init_from` (an HF dir) or fresh. A completed stage (summary.json +
+final params) is not rebuilt: its summary is read back, so a rerun resumes at
+the first unfinished stage. Synthetic data (tiny) is made once in
+<workdir>/synth and shared by every stage.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import ml_collections
+
+from mage_jax.models.config import build_model_config
+from mage_jax.runs.config_files import load_config_module
+from mage_jax.runs.sweep import apply_point
+
+
+def load_stage_config(path: str, arg: str) -> ml_collections.ConfigDict:
+  return load_config_module(path).get_config(arg or None)
+
+
+def is_step(cfg: ml_collections.ConfigDict) -> bool:
+  """A step stage (data, evaluation, results), not a training one."""
+  return isinstance(cfg.get("job"), str)
+
+
+def run_step(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, workdir: str) -> dict:
+  import importlib
+  module, _, fn = cfg.job.partition(":")
+  return getattr(importlib.import_module(module), fn)(cfg, stage_dir, previous, workdir)
+
+
+def check_step(cfg: ml_collections.ConfigDict) -> None:
+  """The step job module's own `check_config(cfg)`, when it has one (raises naming the field)."""
+  import importlib
+  check = getattr(importlib.import_module(cfg.job.partition(":")[0]), "check_config", None)
+  if check is not None:
+    check(cfg)
+
+
+def apply_overrides(cfg: ml_collections.ConfigDict, overrides: str) -> None:
+  """'a.b=1;c=x' -> fields (values parsed as JSON where possible); unknown fields raise."""
+  point = {}
+  for item in [x for x in overrides.split(";") if x.strip()]:
+    key, value = item.split("=", 1)
+    try:
+      value = json.loads(value)
+    except json.JSONDecodeError:
+      pass
+    point[key.strip()] = value
+  apply_point(cfg, point)
+
+
+def stage_list(config: ml_collections.ConfigDict) -> list[tuple[str, ml_collections.ConfigDict]]:
+  items = sorted(config.stages.items(), key=lambda kv: kv[1].order)
+  return [(name, s) for name, s in items if s.enabled]
+
+
+def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.ConfigDict,
+                 previous: str, synth_out: str) -> ml_collections.ConfigDict:
+  """One stage's resolved config: its file + shared synth settings + overrides."""
+  cfg = load_stage_config(stage.config, stage.get("arg", config.arg))
+  if "init" in cfg:
+    cfg.init.from_dir = previous or ""
+  if "seed" in config:   # one seed: model init, data order, RL sampling
+    cfg.seed = config.seed
+    if "data" in cfg and "shuffle_seed" in cfg.data:
+      cfg.data.shuffle_seed = config.seed
+  if "family" in config and "family" in cfg:   # one set of task values for every stage that has one
+    for k, v in config.family.items():
+      cfg.family[k] = ml_collections.ConfigDict(v.to_dict()) if isinstance(v, ml_collections.ConfigDict) else v
+  if config.get("compile_cache", False):
+    cfg.compile_cache_dir = os.path.join(os.path.dirname(synth_out), "jax_cache")
+  if config.synth.enabled and "synth" in cfg:  # RL stages have no synthetic SFT data
+    cfg.synth.enabled = True
+    for k in ("seed", "episodes", "grounding", "width", "height"):
+      cfg.synth[k] = config.synth[k]
+    cfg.synth.out = synth_out
+  workdir = os.path.dirname(synth_out)
+  apply_overrides(cfg, stage.overrides.replace("{workdir}", workdir))
+  return cfg
+
+
+def check_stages(config: ml_collections.ConfigDict, synth_out: str) -> None:
+  """Every enabled stage's config, before the first stage trains: a bad field in stage 5
+  fails now (ConfigError naming it), not after hours of SFT."""
+  from mage_jax.train import run_setup
+  for name, s in stage_list(config):
+    try:
+      cfg = stage_config(config, s, "", synth_out)
+    except (KeyError, ValueError) as e:  # an unknown field, an item without '='
+      raise run_setup.ConfigError(f"config.stages.{name}.overrides={s.overrides!r}: "
+                                  f"{e.args[0]}") from None
+    try:
+      if is_step(cfg):
+        check_step(cfg)
+        continue
+      if "rl" in cfg:
+        from mage_jax.rl import loop as rl_loop
+        rl_loop.validate(cfg)
+      else:
+        run_setup.check_config(cfg, ())
+    except (run_setup.ConfigError, ValueError) as e:
+      raise run_setup.ConfigError(f"stage {name}: {e}") from None
+
+
+def run(config: ml_collections.ConfigDict, workdir: str) -> list[dict]:
+  """Train every enabled stage in order; returns one table row per finished stage."""
+  from mage_jax.train import checkpoint as ckpt_lib
+  from mage_jax.train import flops as flops_lib
+  from mage_jax.train import loop
+  from mage_jax.train.run_setup import SUMMARY
+  synth_out = os.path.join(os.path.abspath(workdir), "synth")
+  check_stages(config, synth_out)
+  os.makedirs(workdir, exist_ok=True)
+  previous = config.init_from
+  rows = []
+  for name, s in stage_list(config):
+    cfg = stage_config(config, s, previous, synth_out)
+    stage_dir = os.path.join(workdir, name)
+    summary_path = os.path.join(stage_dir, SUMMARY)
+    step = is_step(cfg)
+    done = os.path.exists(summary_path) and (step or ckpt_lib.has_final_params(stage_dir))
+    print(f"=== {name} ({'complete, skipping' if done else 'running' if step else 'training'}) "
+          f"-> {stage_dir}", flush=True)
+    if step:
+      if done:
+        with open(summary_path) as f:
+          summary = json.load(f)
+      else:
+        os.makedirs(stage_dir, exist_ok=True)
+        summary = run_step(cfg, os.path.abspath(stage_dir), previous, os.path.abspath(workdir))
+        with open(summary_path, "w") as f:
+          json.dump(summary, f, indent=1)
+      rows.append(dict(stage=name, kind="step", wall_s=summary.get("wall_s", 0.0),
+                       summary=summary.get("row", {})))
+      continue
+    if done:
+      with open(summary_path) as f:
+        summary = json.load(f)
+    elif "rl" in cfg:
+      from mage_jax.rl import loop as rl_loop
+      summary = rl_loop.train_rl(cfg, stage_dir)
+    else:
+      summary = loop.train(cfg, stage_dir)
+    if summary.get("stopped"):
+      print(f"{name} stopped early; rerun the same command to resume", flush=True)
+      return rows
+    if "rl" in cfg:
+      rows.append(rl_row(name, summary, stage_dir))
+      previous = os.path.abspath(stage_dir)
+      continue
+    model_cfg = build_model_config(cfg.model)
+    seq = cfg.data.seq_len
+    # FLOPs of the batches trained (real tokens, segments, images) when the summary has them,
+    # else full bins of seq_len without images.
+    run_flops = ({f"flops_{k}": v for k, v in summary["flops"].items()} if summary.get("flops")
+                 else flops_lib.stage_flops(model_cfg, bins=summary["steps"] * cfg.data.batch_size,
+                                            epochs=1, seq_len=seq))
+    paper = (flops_lib.stage_flops(model_cfg, bins=cfg.train.paper_bins,
+                                   epochs=cfg.train.num_epochs, seq_len=seq)["flops_6nd"]
+             if cfg.train.paper_bins else 0.0)
+    rows.append(dict(stage=name, steps=summary["steps"], tokens=summary["tokens"],
+                     first_loss=summary["first_loss"], final_loss=summary["final_loss"],
+                     flops_6nd=run_flops["flops_6nd"], flops_total=run_flops["flops_total"],
+                     paper_flops_6nd=paper, wall_s=summary["wall_s"], eval=summary.get("eval", {})))
+    previous = os.path.abspath(stage_dir)
+  return rows
+
+
+def rl_row(name: str, summary: dict, stage_dir: str) -> dict:
+  """A table row for an RL stage: updates, policy tokens trained, first/last mean reward."""
+  from mage_jax.train import metrics as metrics_lib
+  tokens = sum(r.get("policy_tokens", 0.0) for r in metrics_lib.read_metrics(stage_dir) if "step" in r)
+  return dict(stage=name, kind="rl", steps=summary["updates"], tokens=tokens,
+              reward_first=summary.get("reward_mean_first"), reward_last=summary.get("reward_mean_last"),
+              wall_s=summary["wall_s"], eval={})
+
+
+def heldout_mean(row: dict) -> float | None:
+  """Mean over sources of a stage's held-out loss (None when it had no held-out set)."""
+  losses = [v for k, v in (row.get("eval") or {}).items() if k.startswith("heldout_loss/")]
+  return sum(losses) / len(losses) if losses else None
+
+
+def format_table(rows: list[dict]) -> str:
+  """Per-stage table: steps, trained tokens, first/final train loss, held-out loss
+  (mean over sources), FLOPs of the trained batches (6·N·D over LM params, the
+  paper's accounting; and all: + untied head, attention and ViT), wall time."""
+  head = f"{'stage':<20} {'steps':>6} {'trained tok':>12} {'first loss':>10} {'final loss':>10} " \
+         f"{'held-out':>9} {'FLOPs 6ND':>10} {'FLOPs all':>10} {'wall s':>8}"
+  lines = [head, "-" * len(head)]
+  for r in rows:
+    if r.get("kind") == "step":   # a data / evaluation step: its one-line summary
+      text = " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                      for k, v in r.get("summary", {}).items())
+      lines.append(f"{r['stage']:<20} {text[:len(head) - 30]:<{len(head) - 30}} {r['wall_s']:>8.1f}")
+      continue
+    if r.get("kind") == "rl":  # no loss to compare with SFT's: mean reward, first -> last update
+      reward = f"reward {r['reward_first'] or 0.0:.3f} -> {r['reward_last'] or 0.0:.3f}"
+      lines.append(f"{r['stage']:<20} {r['steps']:>6} {r['tokens']:>12.0f} {reward:>31} "
+                   f"{'-':>10} {'-':>10} {r['wall_s']:>8.1f}")
+      continue
+    h = heldout_mean(r)
+    lines.append(f"{r['stage']:<20} {r['steps']:>6} {r['tokens']:>12.0f} {r['first_loss']:>10.4f} "
+                 f"{r['final_loss']:>10.4f} {'-' if h is None else f'{h:.4f}':>9} "
+                 f"{r['flops_6nd']:>10.3g} {r['flops_total']:>10.3g} {r['wall_s']:>8.1f}")
+  return "\n".join(lines)
