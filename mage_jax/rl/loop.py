@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import os
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -45,16 +44,15 @@ from mage_jax.rl.rollouts import (GROUP_QUEUES, RolloutContext, RolloutFn, Rollo
                                   spray_stats)
 from mage_jax.rl.sampler import FrontierSampler
 from mage_jax.rl.workers import RolloutWorkers
-from mage_jax.train import checkpoint as ckpt_lib
+from mage_jax.train import lifecycle
 from mage_jax.report import rl_record
 from mage_jax.train import flops as flops_lib
-from mage_jax.train import guards
 from mage_jax.train import metrics as metrics_lib
 from mage_jax.train import optimizer as opt_lib
 from mage_jax.train import run_setup as setup
 from mage_jax.train import state as state_lib
 from mage_jax.train import step as step_lib
-from mage_jax.train.run_setup import SUMMARY, ConfigError, Trainer
+from mage_jax.train.run_setup import ConfigError, Trainer
 
 
 # --- build ---------------------------------------------------------------------------------------
@@ -128,13 +126,6 @@ def screenshot_kinds(kinds: str) -> bool:
   return bool(wanted & {"gui", "hybrid"})
 
 
-def _stopped(ckpt: Any, logger: Any, version: int) -> dict:
-  ckpt.close()
-  logger.close()
-  print(f"stopped at update {version} on SIGTERM; checkpoint saved", flush=True)
-  return {"stopped": True, "updates": version}
-
-
 def build(config: ml_collections.ConfigDict, workdir: str) -> Trainer:
   """The SFT trainer's build without a data pipeline (batches come from rollouts)."""
   validate(config)
@@ -202,7 +193,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
                                                   rl.get("engine_port", 0)),
       env_slots_per_pool(config))
   t = build(config, workdir)
-  done = _finished_summary(workdir)
+  done = lifecycle.finished_summary(workdir)   # a larger rl.total_updates continues from its checkpoint
   if done is not None and done.get("updates", 0) >= t.total_steps:
     print(f"{workdir}: already complete ({done['updates']} updates); nothing to do", flush=True)
     return done
@@ -213,25 +204,17 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
           "(recorded in manifest.json)", flush=True)
 
   # init: resume or fresh
-  ckpt = ckpt_lib.Checkpointer(workdir, keep=config.checkpoint.keep,
-                               async_save=config.checkpoint.async_save)
-  restored = ckpt.restore(t.abstract, t.meta)
+  run = lifecycle.Run(config, workdir, t, unit="update", count_key="updates")
+  state, data_state_saved, version = run.resume_or_init()
   rollout_fn_owned = None
   if rollout_fn is None:
     rollout_fn = rollout_fn_owned = harness_rollout_fn(config, workdir)
   sampler = FrontierSampler(_task_ids(config, rollout_fn), seed=config.seed,
                             floor=rl.sampler_floor, prior_attempts=rl.sampler_prior_attempts)
   totals = collections.Counter()
-  if restored is not None:
-    state, data_state, version = restored
-    if data_state:
-      sampler.load_state_dict(data_state["sampler"])
-      totals.update(data_state.get("totals", {}))
-    print(f"resumed from {ckpt.directory}/{version}", flush=True)
-  else:
-    state, version = setup.initial_state(t), 0
-    if config.init.from_dir:
-      print(f"initialised params from {config.init.from_dir}", flush=True)
+  if data_state_saved:
+    sampler.load_state_dict(data_state_saved["sampler"])
+    totals.update(data_state_saved.get("totals", {}))
 
   # engine
   weights_root = os.path.join(workdir, "weights")
@@ -287,10 +270,8 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
   print(f"{config.get('name', '')}: {t.total_steps} updates of {rl.groups_per_update} groups x "
         f"{rl.episodes_per_group} episodes, batch {rows} x ({seq_len} tokens{patches}), "
         f"kinds {rl.kinds or 'all'}, lag <= {rl.max_policy_lag}, mesh {dict(t.mesh.shape)}", flush=True)
-  stop = guards.StopSignal()
-  stop.install()
-  diverged = guards.NonFiniteGuard(config.train.get("max_nonfinite_steps",
-                                                    guards.DEFAULT_MAX_NONFINITE_STEPS), "update")
+  run.logger = logger
+  stop, diverged = run.stop, run.diverged
   last: dict[str, float] = {}
 
   def data_state() -> dict:
@@ -298,102 +279,67 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
 
   restored_failed, restored_started = totals["failed_groups"], totals["started_groups"]
   workers.start()
-  try:
-    while version < t.total_steps:
-      t0 = time.perf_counter()
-      groups, dropped, empty = [], 0, 0
-      while len(groups) < rl.groups_per_update:
-        g = workers.take(rl.group_timeout_s, stop=lambda: stop.requested)
-        if g is None:  # SIGTERM while waiting: the state is that of the last update
-          workers.release(len(groups))
-          break
-        if g.version is None:
-          empty += 1
-          workers.release(1)
-        elif not admission.is_fresh(g.version, version):
-          dropped += 1
-          workers.release(1)
-        else:
-          groups.append(g)
-      if stop.requested and len(groups) < rl.groups_per_update:
-        ckpt.save(version, state, data_state(), t.meta, force=True)
-        return _stopped(ckpt, logger, version)
-      wait_s = time.perf_counter() - t0
-      samples, flat = samples_with_advantages(groups, rl.adv_eps)
-      batch, report = pack_rl_batch(samples, rows=rows, seq_len=seq_len, patch_budget=patch_budget,
-                                    image_keys=with_images)
-      trained = [samples[i] for r in report["row_samples"] for i in r]
-      stats = rollout_stats(groups, trained, version, rl.max_policy_lag)
-      if stats["max_staleness"] > rl.max_policy_lag:  # the drop above makes this unreachable
-        raise AssertionError(f"a sample {stats['max_staleness']} updates old reached the learner")
-      t1 = time.perf_counter()
-      dev = setup.to_device(batch, t.mesh, config.data)
-      with jax.set_mesh(t.mesh):
-        if train_step is None:
-          train_step = step_lib.jit_train_step(t.graphdef, t.rest, t.tx, scfg, t.mesh, t.shardings,
-                                               batch, objective=objective)
-        state, metrics = train_step(state, dev)
-      host = {k: float(np.asarray(v)) for k, v in jax.device_get(metrics).items()}
-      update_s = time.perf_counter() - t1
-      version += 1
-      workers.set_learner_version(version)
-      workers.release(len(groups))
-      served = _sync(client, t, state.params, weights_root, version, probe, rl)
-      served_version[0] = version
-      workers.set_learner_version(version)   # the sync landed: admit work at the new version
-      totals["failed_groups"] = workers.failed_groups + restored_failed
-      totals["started_groups"] = workers.started_groups + restored_started
-      totals.update(dropped_stale_groups=dropped, empty_groups=empty, groups=len(groups),
-                    env_errors=int(stats["env_errors"]), deadline_episodes=int(stats["deadline_episodes"]),
-                    dropped_extra_episodes=int(stats["dropped_extra_episodes"]),
-                    left_out_samples=report["left_out"], skipped_samples=sum(report["skipped"].values()))
-      host.update(stats, version=float(version), served_version=float(served["version"]),
-                  sync_seconds=served["seconds"],
-                  dropped_stale_groups=float(dropped), dropped_stale_groups_total=float(totals["dropped_stale_groups"]),
-                  failed_groups_total=float(totals["failed_groups"]),
-                  empty_groups=float(empty), zero_advantage_groups=float(flat),
-                  packed_samples=float(report["packed"]), left_out_samples=float(report["left_out"]),
-                  skipped_samples=float(sum(report["skipped"].values())),
-                  truncated_prompts=float(report["truncated_prompt"]), fill=float(report["fill"]),
-                  patch_fill=float(report["patch_fill"]),
-                  image_samples=float(sum(bool(samples[i].images) for r in report["row_samples"]
-                                          for i in r)),
-                  wait_seconds=wait_s, update_seconds=update_s,
-                  # waiting for groups / the update's wall time (wait, pack, step, sync)
-                  learner_idle_fraction=wait_s / max(time.perf_counter() - t0, 1e-9),
-                  policy_tokens_per_s=host.get("policy_tokens", 0.0) / max(update_s, 1e-9))
-      if served["probe_max_abs_diff"] is not None:   # None: config.rl.sync_probe=False
-        host["probe_max_abs_diff"] = served["probe_max_abs_diff"]
-      if int(host.get("nonfinite", 0)) and scfg.nonfinite == "stop":
-        raise FloatingPointError(f"update {version}: non-finite loss or gradient")
-      last = logger.step(version, host, flops_lib.batch_flops(t.model_cfg, batch,
-                                                              loss_chunk_size=scfg.loss_chunk_size),
-                         {"lr": float(schedule(version - 1))}) or host
-      rl_record.append_groups(workdir, version, groups, samples, host)   # the report's RL view
-      diverged.update(version, host)
-      if version < t.total_steps and (version % config.checkpoint.every_steps == 0 or stop.requested):
-        ckpt.save(version, state, data_state(), t.meta, force=stop.requested)
-        if stop.requested:
-          return _stopped(ckpt, logger, version)
-      # a SIGTERM during the last update falls through to the final save below
-  except guards.NonFiniteRun:
-    ckpt.close()   # the periodic saves already made stay; nothing is saved as final
-    logger.close()
-    raise
-  finally:
-    stop.uninstall()
-    workers.stop()
-    # Closing the rollouts first ends the groups still waiting in the queue (their threads
-    # return at once) instead of playing every admitted episode out.
-    if rollout_fn_owned is not None and hasattr(rollout_fn_owned, "close"):
-      rollout_fn_owned.close()
-    workers.close(30.0)   # daemon threads: an engine call still running is left behind
-    if server is not None:
-      server.stop()
+  with run.guarded():   # SIGTERM caught; a NonFiniteRun closes the checkpointer and logger
+    try:
+      while version < t.total_steps:
+        t0 = time.perf_counter()
+        groups, dropped, empty = gather_groups(workers, admission, rl, version, lambda: stop.requested)
+        if stop.requested and len(groups) < rl.groups_per_update:
+          run.save_now(version, state, data_state())
+          return run.stopped(version)
+        wait_s = time.perf_counter() - t0
+        samples, flat = samples_with_advantages(groups, rl.adv_eps)
+        batch, report = pack_rl_batch(samples, rows=rows, seq_len=seq_len, patch_budget=patch_budget,
+                                      image_keys=with_images)
+        trained = [samples[i] for r in report["row_samples"] for i in r]
+        stats = rollout_stats(groups, trained, version, rl.max_policy_lag)
+        if stats["max_staleness"] > rl.max_policy_lag:  # the drop above makes this unreachable
+          raise AssertionError(f"a sample {stats['max_staleness']} updates old reached the learner")
+        t1 = time.perf_counter()
+        dev = setup.to_device(batch, t.mesh, config.data)
+        with jax.set_mesh(t.mesh):
+          if train_step is None:
+            train_step = step_lib.jit_train_step(t.graphdef, t.rest, t.tx, scfg, t.mesh, t.shardings,
+                                                 batch, objective=objective)
+          state, metrics = train_step(state, dev)
+        host = {k: float(np.asarray(v)) for k, v in jax.device_get(metrics).items()}
+        update_s = time.perf_counter() - t1
+        version += 1
+        workers.set_learner_version(version)
+        workers.release(len(groups))
+        served = _sync(client, t, state.params, weights_root, version, probe, rl)
+        served_version[0] = version
+        workers.set_learner_version(version)   # the sync landed: admit work at the new version
+        totals["failed_groups"] = workers.failed_groups + restored_failed
+        totals["started_groups"] = workers.started_groups + restored_started
+        totals.update(dropped_stale_groups=dropped, empty_groups=empty, groups=len(groups),
+                      env_errors=int(stats["env_errors"]), deadline_episodes=int(stats["deadline_episodes"]),
+                      dropped_extra_episodes=int(stats["dropped_extra_episodes"]),
+                      left_out_samples=report["left_out"], skipped_samples=sum(report["skipped"].values()))
+        host.update(update_metrics(host, stats, served, totals, report, samples, dropped=dropped, empty=empty,
+                                   flat=flat, version=version, wait_s=wait_s, update_s=update_s,
+                                   wall_s=time.perf_counter() - t0))
+        if int(host.get("nonfinite", 0)) and scfg.nonfinite == "stop":
+          raise FloatingPointError(f"update {version}: non-finite loss or gradient")
+        last = logger.step(version, host, flops_lib.batch_flops(t.model_cfg, batch,
+                                                                loss_chunk_size=scfg.loss_chunk_size),
+                           {"lr": float(schedule(version - 1))}) or host
+        rl_record.append_groups(workdir, version, groups, samples, host)   # the report's RL view
+        diverged.update(version, host)
+        if run.save_if_due(version, state, data_state):
+          return run.stopped(version)
+        # a SIGTERM during the last update falls through to the final save below
+    finally:
+      workers.stop()
+      # Closing the rollouts first ends the groups still waiting in the queue (their threads
+      # return at once) instead of playing every admitted episode out.
+      if rollout_fn_owned is not None and hasattr(rollout_fn_owned, "close"):
+        rollout_fn_owned.close()
+      workers.close(30.0)   # daemon threads: an engine call still running is left behind
+      if server is not None:
+        server.stop()
 
-  ckpt.save(version, state, data_state(), t.meta, force=True)
-  ckpt.close()
-  ckpt_lib.save_final_params(workdir, state.params, t.meta)
+  run.finish(version, state, data_state(), (state.params, t.meta))
   logger.close()
   rows_ = [r for r in metrics_lib.read_metrics(workdir) if "reward_mean" in r and "step" in r]
   summary = {"name": config.get("name", ""), "updates": version, "total_updates": t.total_steps,
@@ -402,18 +348,51 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
              "final": {k: v for k, v in (last or {}).items() if isinstance(v, float)},
              "totals": dict(totals), "served_weights": served["path"],
              "wall_s": time.perf_counter() - wall0}
-  with open(os.path.join(workdir, SUMMARY), "w") as f:
-    json.dump(summary, f, indent=1)
-  return summary
+  return run.write_summary(summary)
 
 
-def _finished_summary(workdir: str) -> dict | None:
-  """summary.json of a finished run; a larger rl.total_updates continues from its checkpoint."""
-  path = os.path.join(workdir, SUMMARY)
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    return json.load(f)
+def gather_groups(workers: RolloutWorkers, admission: AdmissionWindow, rl: ml_collections.ConfigDict,
+                  version: int, stop_requested: Callable[[], bool]) -> tuple[list[RolloutGroup], int, int]:
+  """Up to rl.groups_per_update fresh groups for the update at `version`: (groups, stale groups
+  dropped, empty groups). Fewer groups only on SIGTERM (the state stays that of the last update)."""
+  groups, dropped, empty = [], 0, 0
+  while len(groups) < rl.groups_per_update:
+    g = workers.take(rl.group_timeout_s, stop=stop_requested)
+    if g is None:  # SIGTERM while waiting
+      workers.release(len(groups))
+      break
+    if g.version is None:
+      empty += 1
+      workers.release(1)
+    elif not admission.is_fresh(g.version, version):
+      dropped += 1
+      workers.release(1)
+    else:
+      groups.append(g)
+  return groups, dropped, empty
+
+
+def update_metrics(host: dict[str, float], stats: dict[str, float], served: dict[str, Any], totals: Any,
+                   report: dict[str, Any], samples: Sequence[RLSample], *, dropped: int, empty: int, flat: int,
+                   version: int, wait_s: float, update_s: float, wall_s: float) -> dict[str, float]:
+  """One update's logged scalars beside the step's own (`host`): rollout stats, sync, packing, timing."""
+  out = dict(stats, version=float(version), served_version=float(served["version"]),
+             sync_seconds=served["seconds"],
+             dropped_stale_groups=float(dropped), dropped_stale_groups_total=float(totals["dropped_stale_groups"]),
+             failed_groups_total=float(totals["failed_groups"]),
+             empty_groups=float(empty), zero_advantage_groups=float(flat),
+             packed_samples=float(report["packed"]), left_out_samples=float(report["left_out"]),
+             skipped_samples=float(sum(report["skipped"].values())),
+             truncated_prompts=float(report["truncated_prompt"]), fill=float(report["fill"]),
+             patch_fill=float(report["patch_fill"]),
+             image_samples=float(sum(bool(samples[i].images) for r in report["row_samples"] for i in r)),
+             wait_seconds=wait_s, update_seconds=update_s,
+             # waiting for groups / the update's wall time (wait, pack, step, sync)
+             learner_idle_fraction=wait_s / max(wall_s, 1e-9),
+             policy_tokens_per_s=host.get("policy_tokens", 0.0) / max(update_s, 1e-9))
+  if served["probe_max_abs_diff"] is not None:   # None: config.rl.sync_probe=False
+    out["probe_max_abs_diff"] = served["probe_max_abs_diff"]
+  return out
 
 
 def _sync(client: RolloutClient, t: Trainer, params: Any, out_root: str, version: int,

@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 import zlib
@@ -29,7 +28,8 @@ from mage_jax.train import metrics as metrics_lib
 from mage_jax.train import optimizer as opt_lib
 from mage_jax.train import run_setup as setup
 from mage_jax.train import step as step_lib
-from mage_jax.train.run_setup import SUMMARY, ConfigError, Trainer, initial_state, to_device
+from mage_jax.train import lifecycle
+from mage_jax.train.run_setup import SUMMARY, ConfigError, Trainer, initial_state, to_device  # noqa: F401  (re-exported)
 
 
 # --- validate ------------------------------------------------------------------------------------
@@ -180,28 +180,18 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   wall0 = time.perf_counter()
   setup.enable_compile_cache(config.get("compile_cache_dir", ""))
   t = build(config, workdir)
-  if os.path.exists(os.path.join(workdir, SUMMARY)) and ckpt_lib.has_final_params(workdir):
-    with open(os.path.join(workdir, SUMMARY)) as f:
-      summary = json.load(f)
-    print(f"{workdir}: already complete ({summary.get('steps')} steps); nothing to do", flush=True)
-    return summary
+  done = lifecycle.finished_summary(workdir)
+  if done is not None and ckpt_lib.has_final_params(workdir):
+    print(f"{workdir}: already complete ({done.get('steps')} steps); nothing to do", flush=True)
+    return done
   metrics_lib.write_manifest(workdir, config, t.mesh, {"total_steps": t.total_steps})
 
   # checkpoint: resume or init
-  ckpt = ckpt_lib.Checkpointer(workdir, keep=config.checkpoint.keep,
-                               async_save=config.checkpoint.async_save)
+  run = lifecycle.Run(config, workdir, t)
   iterator = make_iterator(t.data)
-  restored = ckpt.restore(t.abstract, t.meta)
-  if restored is not None:
-    state, data_state, start = restored
-    if data_state is not None:
-      iterator.set_state(data_state)
-    print(f"resumed from {ckpt.directory}/{start}", flush=True)
-  else:
-    state = initial_state(t)
-    start = 0
-    if config.init.from_dir:
-      print(f"initialised params from {config.init.from_dir}", flush=True)
+  state, data_state, start = run.resume_or_init()
+  if data_state is not None:
+    iterator.set_state(data_state)
 
   # step
   scfg = step_lib.StepConfig(**config.step.to_dict())
@@ -214,18 +204,16 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   print(f"{config.get('name', '')}: {t.total_steps} steps, batch {t.data.batch_size} x "
         f"{t.data.seq_len} tokens, mesh {dict(t.mesh.shape)}, peak {peak:.3f} TFLOP/s/device "
         f"({peak_src})", flush=True)
+  run.logger = logger
   profiler = metrics_lib.Profiler(config.log.profile_steps, os.path.join(workdir, "profile"))
-  stop = guards.StopSignal()
-  stop.install()
-  diverged = guards.NonFiniteGuard(config.train.get("max_nonfinite_steps",
-                                                    guards.DEFAULT_MAX_NONFINITE_STEPS))
+  diverged = run.diverged
   eval_every = config.eval.get("every_steps", 0) if config.get("eval") is not None else 0
 
   last: dict[str, float] = {}
   batch = first
   pending = None  # (step, metrics on device, flops, extra): read one step late to keep dispatch async
   step = start
-  try:
+  with run.guarded():
     while step < t.total_steps:
       profiler.before_step(step)
       flops = flops_lib.batch_flops(t.model_cfg, batch, loss_chunk_size=scfg.loss_chunk_size)
@@ -239,35 +227,21 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
         last = _record(logger, pending, scfg, diverged) or last
       pending = (step, metrics, flops, extra)
       profiler.after_step(step - 1, metrics)
-      save_now = (step % config.checkpoint.every_steps == 0 or stop.requested)
-      if save_now and step < t.total_steps:
-        jax.block_until_ready(metrics)
-        ckpt.save(step, state, iterator.get_state(), t.meta, force=stop.requested)
-      if (eval_every and step % eval_every == 0 and step < t.total_steps
-          and not stop.requested):
+      stopping = run.save_if_due(step, state, iterator.get_state,
+                                 before_save=lambda: jax.block_until_ready(metrics))
+      if eval_every and step % eval_every == 0 and step < t.total_steps and not stopping:
         results = evaluation.run_all(t, state.params, config, data_root(config, workdir))
         logger.scalars(step, {f"eval/{k}": v for k, v in results.items()})
-      if stop.requested and step < t.total_steps:  # on the last step: the final save below
+      if stopping:   # on the last step a SIGTERM falls through to the final save below
         last = _record(logger, pending, scfg, diverged) or last
-        ckpt.close()
-        logger.close()
-        print(f"stopped at step {step} on SIGTERM; checkpoint saved", flush=True)
-        return {"stopped": True, "steps": step}
+        return run.stopped(step)
       if step < t.total_steps:
         batch = next(iterator)
     if pending is not None:
       last = _record(logger, pending, scfg, diverged) or last
-  except guards.NonFiniteRun:
-    ckpt.close()   # the periodic saves already made stay; nothing is saved as final
-    logger.close()
-    raise
-  finally:
-    stop.uninstall()
 
   # checkpoint: final state + params for the next stage
-  ckpt.save(step, state, iterator.get_state(), t.meta, force=True)
-  ckpt.close()
-  ckpt_lib.save_final_params(workdir, *setup.final_params(t, state.params))
+  run.finish(step, state, iterator.get_state(), setup.final_params(t, state.params))
 
   eval_results = {}
   if config.get("eval") is not None:
@@ -295,9 +269,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
       "wall_s": time.perf_counter() - wall0, "eval": eval_results,
       "init_from": config.init.from_dir,   # the params it started from ('' fresh)
   }
-  with open(os.path.join(workdir, SUMMARY), "w") as f:
-    json.dump(summary, f, indent=1)
-  return summary
+  return run.write_summary(summary)
 
 
 def _record(logger: metrics_lib.Logger, pending: tuple, scfg: step_lib.StepConfig,
