@@ -29,12 +29,16 @@ import dataclasses
 import os
 from typing import Any, Sequence
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
+from mage_jax.data.images import num_image_tokens, patchify, resize_image
+from mage_jax.data.tokenizer import load_tokenizer
 from mage_jax.models.config import MageVLConfig
+from mage_jax.models.mage_vl import check_inputs
+from mage_jax.models.sampling import generate
 from mage_jax.weights import hf
 from mage_jax.weights.names import ModelConfig
 
@@ -58,7 +62,6 @@ class Policy:
 
   # --- text ---
   def _tokenizer(self):
-    from mage_jax.data.tokenizer import load_tokenizer
     tok = load_tokenizer(self.tokenizer_path)
     if not self.tokenizer_path and tok.vocab_size > self.vocab_size:
       # The default tokenizer would emit ids this model cannot embed (a small test vocab).
@@ -82,7 +85,6 @@ class Policy:
       return tokens, {}
     if not isinstance(self.cfg, MageVLConfig):
       raise ValueError("images need a Mage-VL model; this one is text-only Qwen3")
-    from mage_jax.data.images import num_image_tokens, patchify, resize_image
     pad = self.cfg.image_token_id
     resized = [resize_image(np.asarray(im)) for im in images]
     counts = [num_image_tokens(*im.shape[:2]) for im in resized]
@@ -143,7 +145,6 @@ class Policy:
     self._check_ids(rows, bool(vision))
     b, t = rows.shape
     if vision:  # the model's count check needs concrete inputs: run it before jit
-      from mage_jax.models.mage_vl import check_inputs
       check_inputs(rows, vision["patch_image_ids"], image_token_id=self.cfg.image_token_id,
                    merge_group=self.cfg.vision.spatial_merge_size ** 2)
     positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
@@ -155,7 +156,6 @@ class Policy:
                images: Sequence[np.ndarray] | None = None, greedy: bool = True,
                temperature: float = 1.0, top_p: float = 1.0, seed: int = 0) -> Generation:
     """Continue one prompt [T]; stops at <|im_end|>. Prefill + KV-cache decode."""
-    from mage_jax.models.sampling import generate
     tokens = self._token_array(tokens, "Policy.generate (one prompt)", (1,))
     tokens, vision = self._vision_inputs(tokens, images)
     self._check_ids(tokens, bool(vision))

@@ -158,3 +158,29 @@ def test_the_cycle_check_catches_a_planted_cycle(tmp_path, monkeypatch):
   monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path))
   with pytest.raises(AssertionError, match="package cycles"):
     test_no_package_level_cycle()
+
+
+def test_every_import_inside_a_function_says_why():
+  """An import made inside a function hides a dependency from a reader of the file's head: allowed
+  for an optional dependency or a start-up cost, and then the line says which (a `#` comment)."""
+  bare = []
+  for full, parts in _library_files():
+    src = open(full, encoding="utf-8").read()
+    lines = src.splitlines()
+    for fn in ast.walk(ast.parse(src, full)):
+      if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        for node in ast.walk(fn):
+          if isinstance(node, (ast.Import, ast.ImportFrom)) and not any(
+              "#" in lines[i - 1] for i in range(node.lineno, node.end_lineno + 1)):
+            bare.append(f"{os.path.join(*parts)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+  assert not bare, "imports inside functions without a reason:\n" + "\n".join(sorted(set(bare)))
+
+
+def test_the_reason_check_catches_a_bare_function_import(tmp_path, monkeypatch):
+  (tmp_path / "mage_jax" / "tasks").mkdir(parents=True)
+  (tmp_path / "mage_jax" / "tasks" / "planted.py").write_text(
+      "def f():\n  import json  # stdlib: fine with a reason\n\n\ndef g():\n  import csv\n")
+  monkeypatch.setattr(sys.modules[__name__], "LIB", str(tmp_path / "mage_jax"))
+  monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path))
+  with pytest.raises(AssertionError, match=r"planted.py:6: import csv"):
+    test_every_import_inside_a_function_says_why()

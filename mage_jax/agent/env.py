@@ -28,11 +28,14 @@ from typing import Any
 from PIL import Image
 
 from mage_jax.actions import schema as tools
+from mage_jax.machine import apps
+from mage_jax.machine.apps import start_window_manager
+from mage_jax.machine.desktop import Desktop
 from mage_jax.machine.sandbox import HOME, Sandbox, SandboxConfig, Unreadable, sandbox_env
+from mage_jax.machine.terminal import SANDBOX_LOST, PersistentShell
 import mage_jax.tasks as tasks_pkg
 from mage_jax.tasks import checkers, preparers
 from mage_jax.tasks.package import TaskPackage
-from mage_jax.machine.terminal import SANDBOX_LOST, PersistentShell
 
 APPS_HOST_DIR = os.path.join(os.path.dirname(tasks_pkg.__file__), "builtin", "apps")  # the Tk apps tasks open
 APPS_DIR = "/opt/mage_apps"
@@ -109,8 +112,6 @@ class LocalEnv(Env):
     self.sandbox = Sandbox(sb_cfg)
     display = None
     if task.needs_desktop:
-      from mage_jax.machine.desktop import Desktop
-      from mage_jax.machine.apps import start_window_manager
       self.desktop = Desktop(self.sandbox, self.config.width, self.config.height)
       start_window_manager(self.desktop)  # every desktop, Tk apps included: focus, stacking, geometry
       display = ":0"
@@ -125,7 +126,6 @@ class LocalEnv(Env):
 
   def close(self) -> None:
     if self.desktop is not None:
-      from mage_jax.machine import apps
       apps.stop(self.desktop)  # real apps get SIGTERM first; the sandbox's close kills what is left
     for part in (self.shell, self.desktop, self.sandbox):
       if part is not None:
@@ -234,7 +234,6 @@ class LocalEnv(Env):
       return Observation(text="Error: this task has no display; use the bash tool.")
     self.desktop.execute(arguments)
     if getattr(self.desktop, "real_apps", None):  # a real app redraws late: observe it once settled
-      from mage_jax.machine import apps
       apps.wait_still(self.desktop, time.monotonic() + apps.SETTLE_MAX, quiet=apps.SETTLE_QUIET)
     return Observation(text=None, screenshot=self.screenshot())
 

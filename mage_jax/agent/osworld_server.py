@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from mage_jax.agent.env import APPS_DIR, EnvConfig, LocalEnv
-from mage_jax.machine.sandbox import HOME, sandbox_env
+from mage_jax.machine.sandbox import HOME, kill_tree, sandbox_env
 from mage_jax.tasks.package import TaskPackage
 
 _BLANK = TaskPackage(id="osworld-blank", instruction="", kind="gui", checker={"type": "file_exists", "path": "x"})
@@ -90,7 +90,6 @@ class OSWorldLoopback:
     try:
       out, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-      from mage_jax.machine.sandbox import kill_tree
       kill_tree(p.pid)
       p.communicate()
       return 500, {"status": "error", "output": f"Script execution timed out after {timeout} seconds",

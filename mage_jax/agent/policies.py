@@ -14,6 +14,9 @@ from PIL import Image
 
 from mage_jax.actions import schema as tools
 from mage_jax.agent.episode import Policy, PolicyOutput, PolicyRequest
+from mage_jax.data.tokenizer import load_tokenizer
+from mage_jax.llm.client import ChatClient
+from mage_jax.llm.client import from_config
 from mage_jax.tasks.package import CHANNELS
 
 
@@ -121,7 +124,6 @@ class OpenAIChatPolicy:
   def __init__(self, base_url: str, model: str, *, max_tokens: int = 1024, temperature: float = 1.0,
                top_p: float = 1.0, tokenizer=None, extra_body: dict[str, Any] | None = None,
                tool_protocol: str = "text", client=None, **endpoint: Any):
-    from mage_jax.llm.client import ChatClient
     if tool_protocol not in TOOL_PROTOCOLS:
       raise ValueError(f"policy.tool_protocol={tool_protocol!r}: expected one of {TOOL_PROTOCOLS}")
     self.client = client or ChatClient(base_url, model, **endpoint)
@@ -132,7 +134,6 @@ class OpenAIChatPolicy:
 
   def _tokenizer(self):
     if self._tok is None:
-      from mage_jax.data.tokenizer import load_tokenizer
       self._tok = load_tokenizer("")
     return self._tok
 
@@ -187,7 +188,7 @@ class CheckpointPolicy:
   def __init__(self, policy, *, max_new_tokens: int = 512, greedy: bool = True, temperature: float = 1.0,
                top_p: float = 1.0, seed: int = 0):
     if isinstance(policy, str):
-      from mage_jax import api
+      from mage_jax import api   # loads JAX and the model: only for an in-process checkpoint
       policy = api.load(policy)
     self.policy, self.max_new_tokens, self.greedy = policy, max_new_tokens, greedy
     self.temperature, self.top_p, self.seed = temperature, top_p, seed
@@ -214,7 +215,6 @@ def factory_from_config(p) -> Callable[[Any], Policy]:
   if p.kind == "scripted":
     return lambda task: ScriptedPolicy(p.which)
   if p.kind == "openai":
-    from mage_jax.llm.client import from_config
     shared = from_config(p)
     return lambda task: OpenAIChatPolicy(p.base_url, p.model, max_tokens=p.max_tokens,
                                          temperature=p.temperature, top_p=p.top_p,

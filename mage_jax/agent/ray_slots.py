@@ -43,11 +43,12 @@ import socket
 import threading
 import time
 from typing import Any, Callable, Iterable, Iterator
+import urllib.request
 
-from mage_jax.machine import cgroup
 from mage_jax.agent.env import Env
 from mage_jax.agent.episode import EpisodeConfig, EpisodeResult
 from mage_jax.agent.slots import EnvSlot, Job, JobFeed, OnDone, SlotPool
+from mage_jax.machine import cgroup
 
 try:
   import ray
@@ -324,7 +325,6 @@ def driver_ip() -> str:
 
 
 def _fetch(url: str, timeout_s: float) -> str:
-  import urllib.request
   try:
     with urllib.request.urlopen(url, timeout=timeout_s) as r:
       r.read(1)
@@ -337,7 +337,7 @@ def probe_url(url: str, timeout_s: float = 10.0) -> dict[str, str]:
   """GET `url` once from every env node (a zero-CPU task pinned to the node); returns
   "<node IP>/<node id prefix>" -> "" if it answered, else the error (also when the task could
   not run there in time)."""
-  from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+  from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy   # optional dependency: the `ray` extra
   fetch = ray.remote(num_cpus=0, max_retries=0)(_fetch)
   refs = {fetch.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
                         ).remote(url, timeout_s): f"{ip}/{node[:8]}" for node, ip in env_nodes().items()}

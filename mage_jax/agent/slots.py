@@ -31,9 +31,9 @@ import threading
 import traceback
 from typing import Callable, Iterable, Iterator
 
-from mage_jax.machine import cgroup
 from mage_jax.agent.env import Env
 from mage_jax.agent.episode import EpisodeConfig, EpisodeDeadline, EpisodeResult, Policy, run_episode
+from mage_jax.machine import cgroup
 from mage_jax.tasks.package import TaskPackage
 
 
@@ -227,6 +227,6 @@ def make_pool(backend: str, env_factory: Callable[[], Env], cfg: EpisodeConfig, 
   if backend == "local":
     return LocalSlotPool(env_factory, cfg, num_slots)
   if backend == "ray":
-    from mage_jax.agent.ray_slots import RaySlotPool
+    from mage_jax.agent.ray_slots import RaySlotPool   # optional dependency: ray_slots imports Ray (the `ray` extra)
     return RaySlotPool(env_factory, cfg, num_slots, address=ray_address, slots_per_node=slots_per_node)
   raise ValueError(f"config.env.backend={backend!r}: expected one of {BACKENDS}")

@@ -21,9 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from mage_jax.bench import lm_step, timing
-from mage_jax.train import flops as flops_lib
 from mage_jax.bench.results import Row, goal_row
 from mage_jax.models.config import Qwen3Config
+from mage_jax.train import flops as flops_lib
 
 CMD = "python -m launch.bench --suite=cpu"
 
@@ -107,7 +107,7 @@ def compile_times(configs: dict[str, tuple[Qwen3Config, int, int]]) -> tuple[lis
 
 def data_path(*, read_bins: int, read_batches: int, episodes: int,
               fill_samples: int) -> tuple[list[Row], dict]:
-  from mage_jax.bench import data_bench
+  from mage_jax.bench import data_bench   # the bare GPU image runs this module: each path imports only what it needs
   read = data_bench.read_throughput(num_bins=read_bins, num_batches=read_batches)
   rp = data_bench.render_pack_throughput(episodes=episodes)
   fill = data_bench.fill(fill_samples)
@@ -146,11 +146,11 @@ def run(*, reps: int = 5, torch_compile: bool = True, with_data: bool = True,
   r, details["compile"] = compile_times(comp)
   rows += r
   print("[RL update vs SFT step] ...", flush=True)
-  from mage_jax.bench import rl_bench
+  from mage_jax.bench import rl_bench   # the bare GPU image runs this module: each path imports only what it needs
   r, details["rl"] = rl_bench.rl_update_vs_sft(cfg, batch_size=b, seq_len=t, reps=reps)
   rows += r
   print("[student update throughput: full vs compact vocabulary] ...", flush=True)
-  from mage_jax.bench import student_bench
+  from mage_jax.bench import student_bench   # the bare GPU image runs this module: each path imports only what it needs
   vocab_ids = student_bench.proof_vocabulary(200 if quick else 1_000)
   r, details["student"] = (student_bench.student_throughput(vocab_ids, batch_size=2, seq_len=128, reps=2)
                            if quick else student_bench.student_throughput(vocab_ids, reps=reps))

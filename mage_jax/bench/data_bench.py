@@ -18,7 +18,7 @@ from typing import Any
 
 def read_throughput(num_bins: int = 16, batch_size: int = 4, num_batches: int = 12,
                     seq_len: int = 32_768, patch_budget: int = 98_304) -> dict[str, Any]:
-  from mage_jax.data import pipeline
+  from mage_jax.data import pipeline   # the bare GPU image runs this module: each path imports only what it needs
   with tempfile.TemporaryDirectory() as d:
     pipeline.write_stage4_like_shards(d, num_bins=num_bins, seq_len=seq_len,
                                       patch_budget=patch_budget)
@@ -34,8 +34,8 @@ def render_pack_throughput(episodes: int = 12, seq_len: int = 8_192, patch_budge
   Episode generation (drawing screenshots, writing PNGs) is setup and not timed;
   reading the JSONL and decoding the screenshots is (it is part of rendering).
   """
-  from mage_jax.data import packing, render, synth
-  from mage_jax.data import trajectory as tr
+  from mage_jax.data import packing, render, synth   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.data import trajectory as tr   # the bare GPU image runs this module: each path imports only what it needs
   with tempfile.TemporaryDirectory() as d:
     synth.generate(d, seed=0, episodes=episodes, grounding=max(2, episodes // 4),
                    width=width, height=height)
@@ -63,5 +63,5 @@ def render_pack_throughput(episodes: int = 12, seq_len: int = 8_192, patch_budge
 
 
 def fill(num_samples: int = 20_000) -> dict[str, Any]:
-  from mage_jax.data import packing
+  from mage_jax.data import packing   # the bare GPU image runs this module: each path imports only what it needs
   return packing.measure_fill(num_samples=num_samples)

@@ -14,8 +14,8 @@ import numpy as np
 def device_decode_ms(model, rows: int, *, reps: int = 20, steps: int = 4) -> float:
   """Median wall ms of one decode_slots call on a pool of `rows` live slots (2 warm-up calls,
   the first compiles)."""
-  import jax.numpy as jnp
-  from mage_jax.models import slot_decode
+  import jax.numpy as jnp   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.models import slot_decode   # the bare GPU image runs this module: each path imports only what it needs
   model_def, leaves = slot_decode.split(model)
   pool = slot_decode.init_pool(model, rows, 128)
   state = slot_decode.Rows(token=jnp.zeros(rows, jnp.int32), position=jnp.full(rows, 64, jnp.int32),
@@ -36,10 +36,10 @@ def engine_decode(gpu: bool) -> dict[str, Any]:
   that the section runs). GPU: Qwen3-4B's widths with 4 layers in bf16, where
   decode should stay weight-bandwidth-bound; CPU: the rl_engine suite's tiny model (hidden 64)
   in fp32, where the 151,936-wide LM head turns compute-bound past a few rows."""
-  from flax import nnx
-  from mage_jax.models.config import Qwen3Config
-  from mage_jax.models.qwen3 import Qwen3ForCausalLM
-  from mage_jax.engine.vllm_process import CPU_TINY_QWEN3
+  from flax import nnx   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.models.config import Qwen3Config   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.models.qwen3 import Qwen3ForCausalLM   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.engine.vllm_process import CPU_TINY_QWEN3   # the bare GPU image runs this module: each path imports only what it needs
   dims = dict(num_hidden_layers=4, compute_dtype="bfloat16", param_dtype="bfloat16") if gpu else (
       dict(CPU_TINY_QWEN3, compute_dtype="float32", param_dtype="float32"))
   model = Qwen3ForCausalLM(Qwen3Config(**dims), rngs=nnx.Rngs(0))

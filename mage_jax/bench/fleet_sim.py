@@ -193,7 +193,7 @@ class WaitPolicy:
     self.seconds = seconds
 
   def act(self, request):
-    from mage_jax.agent.episode import PolicyOutput
+    from mage_jax.agent.episode import PolicyOutput   # the bare GPU image runs this module: each path imports only what it needs
     time.sleep(self.seconds)
     return PolicyOutput(text='<tool_call>\n{"name": "computer_use", "arguments": '
                              '{"action": "terminate", "status": "success"}}\n</tool_call>')
@@ -204,10 +204,10 @@ def replay(backend: str, scheme: str, *, slots: int, workers: int, groups: int, 
   """`groups` groups of `episodes` waits through real pools, all admitted at once (the window
   never binds): per_worker = `workers` threads with slots // workers slots each; shared = one
   pool of `slots` fed by the GroupQueue, one thread per group."""
-  from mage_jax.agent.episode import EpisodeConfig
-  from mage_jax.agent.slots import Job, make_pool
-  from mage_jax.tasks.builtin import builtin_packages
-  from mage_jax.rl.group_queue import GroupQueue
+  from mage_jax.agent.episode import EpisodeConfig   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.agent.slots import Job, make_pool   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.tasks.builtin import builtin_packages   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.rl.group_queue import GroupQueue   # the bare GPU image runs this module: each path imports only what it needs
   task = builtin_packages()[0]
   cfg = EpisodeConfig(out_dir=tempfile.mkdtemp(prefix="fleet_sim_"), score_settle=0)
   rng = np.random.default_rng(seed)
@@ -264,12 +264,12 @@ def _collect(results: list, lock: threading.Lock, rs: list) -> None:
 
 def _warm(pool, slots: int, task) -> None:
   """One short episode per slot so environments (and Ray actors) are up before the clock starts."""
-  from mage_jax.agent.slots import Job
+  from mage_jax.agent.slots import Job   # the bare GPU image runs this module: each path imports only what it needs
   list(pool.run([Job(task, WaitPolicy(0.0), f"warm{i}") for i in range(slots)]))
 
 
 def run_suite(quick: bool = False, with_ray: bool = True) -> tuple[list, dict[str, Any]]:
-  from mage_jax.bench.results import Row, goal_row
+  from mage_jax.bench.results import Row, goal_row   # the bare GPU image runs this module: each path imports only what it needs
   os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
   shape = Shape(updates=12 if quick else 40)
   cmd = "python -m launch.bench --suite=fleet"

@@ -86,7 +86,7 @@ def flash_block_skipping(batch: dict[str, np.ndarray]) -> dict[str, dict[str, in
   """Tiles our flash kernel visits for this batch's LM (causal) and ViT (bidirectional)
   layouts, with the count a kernel without block skipping would run ("dense": every
   tile below the diagonal for the LM, every tile for the ViT), at the default tiles."""
-  from mage_jax.models import flash_attention as flash
+  from mage_jax.models import flash_attention as flash   # the bare GPU image runs this module: each path imports only what it needs
   return {"lm": flash.visited_blocks(jnp.asarray(batch["segment_ids"]), causal=True),
           "vit": flash.visited_blocks(jnp.asarray(batch["patch_image_ids"]), causal=False)}
 
@@ -110,7 +110,7 @@ def peak_flops(gpu: bool, ceiling: dict | None) -> tuple[float, str]:
   """The MFU denominator: the trainer's per-device peak (train/metrics.py: the datasheet for
   known GPUs) on a GPU; on CPU this run's measured ceiling (NaN without one)."""
   if gpu:
-    from mage_jax.train import metrics
+    from mage_jax.train import metrics   # the bare GPU image runs this module: each path imports only what it needs
     tflops, source = metrics.device_peak_tflops()
     return tflops * 1e12, source
   if ceiling:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Sequence
 
-import jax
-import numpy as np
 from flax import nnx
+import jax
 from jax.sharding import Mesh
+import numpy as np
 
 from mage_jax.models.config import PAD_ID, Qwen3Config
 from mage_jax.train import optimizer as opt_lib
@@ -111,5 +111,5 @@ def make_runner(model_factory: Callable[[nnx.Rngs], nnx.Module], batch: dict[str
 
 
 def qwen3_factory(cfg: Qwen3Config) -> Callable[[nnx.Rngs], nnx.Module]:
-  from mage_jax.models.qwen3 import Qwen3ForCausalLM
+  from mage_jax.models.qwen3 import Qwen3ForCausalLM   # the bare GPU image runs this module: each path imports only what it needs
   return lambda rngs: Qwen3ForCausalLM(cfg, rngs=rngs)

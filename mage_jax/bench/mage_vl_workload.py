@@ -166,7 +166,7 @@ def mage_vl_step(cfg: MageVLConfig, batch: dict[str, np.ndarray], reps: int,
                  progress: Callable[..., None] = lambda **_: None) -> dict[str, Any]:
   """One SFT step's timings, FLOPs and memory; `progress(**phase_seconds)` is called as each
   phase (init, compile + first step) ends, so a run cut off mid-step still says how far it got."""
-  from mage_jax.models.mage_vl import MageVL
+  from mage_jax.models.mage_vl import MageVL   # the bare GPU image runs this module: each path imports only what it needs
   factory = lambda rngs: MageVL(cfg, rngs=rngs)
   phases: dict[str, float] = {}
   progress(attention=cfg.text.attention_backend, phase="init")

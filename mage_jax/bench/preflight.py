@@ -29,15 +29,15 @@ BUDGETS_S = {"versions": 10, "kernel_check": 30}
 
 def versions() -> dict[str, Any]:
   """Interpreter, library versions and devices; whether flax has nnx.List (the models need it)."""
-  import flax
-  import optax
-  from flax import nnx
+  import flax   # the bare GPU image runs this module: each path imports only what it needs
+  import optax   # the bare GPU image runs this module: each path imports only what it needs
+  from flax import nnx   # the bare GPU image runs this module: each path imports only what it needs
   out = {"python": sys.version.split()[0], "jax": jax.__version__, "flax": flax.__version__,
          "optax": optax.__version__, "numpy": np.__version__, "backend": jax.default_backend(),
          "devices": [f"{d.platform}:{d.device_kind}" for d in jax.devices()],
          "flax_nnx_list": hasattr(nnx, "List")}
   try:
-    import jaxlib
+    import jaxlib   # the bare GPU image runs this module: each path imports only what it needs
     out["jaxlib"] = jaxlib.__version__
   except ImportError:  # informational only
     pass
@@ -46,7 +46,7 @@ def versions() -> dict[str, Any]:
 
 
 def _xla_reference(q, k, v, seg):
-  from mage_jax.models.attention import attention
+  from mage_jax.models.attention import attention   # the bare GPU image runs this module: each path imports only what it needs
   f32 = lambda x: x.astype(jnp.float32)
   return attention(f32(q), f32(k), f32(v), q_segment_ids=seg, kv_segment_ids=seg, causal=True,
                    backend="xla", q_chunk=None)
@@ -56,7 +56,7 @@ def attention_packed_vs_split(backend: str, seg_lengths: list[int], pad: int, he
                               kv_heads: int, head_dim: int, dtype) -> dict[str, Any]:
   """Max |packed − split| of the kernel's output and input gradients, per segment, and the
   packed output against an fp32 XLA reference."""
-  from mage_jax.models.attention import attention
+  from mage_jax.models.attention import attention   # the bare GPU image runs this module: each path imports only what it needs
   t = sum(seg_lengths) + pad
   kq, kk, kv, kc = jax.random.split(jax.random.key(3), 4)
   q = jax.random.normal(kq, (1, t, heads, head_dim), jnp.float32).astype(dtype)

@@ -87,7 +87,7 @@ def make_run(root: str, seed: int = 0) -> str:
 
 
 def run(progress: bool = True) -> dict[str, Any]:
-  from mage_jax.report.build import build_report
+  from mage_jax.report.build import build_report   # the bare GPU image runs this module: each path imports only what it needs
   with tempfile.TemporaryDirectory() as tmp:
     make_run(tmp)
     cpu0 = _cpu_seconds()

@@ -30,7 +30,7 @@ def goal_row(name: str, value: float, unit: str, at_least: float, **kw: Any) -> 
 
 
 def machine_info() -> dict[str, Any]:
-  import jax
+  import jax   # the bare GPU image runs this module: each path imports only what it needs
   info = {
       "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
       "platform": platform.platform(), "python": platform.python_version(),
@@ -39,7 +39,7 @@ def machine_info() -> dict[str, Any]:
       "devices": [str(d.device_kind) for d in jax.devices()],
   }
   try:
-    import jaxlib
+    import jaxlib   # the bare GPU image runs this module: each path imports only what it needs
     info["jaxlib"] = jaxlib.__version__
   except Exception:  # jaxlib version is informational only
     pass

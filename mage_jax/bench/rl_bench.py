@@ -37,9 +37,9 @@ def rl_batch(batch: dict[str, np.ndarray], seed: int = 0) -> dict[str, np.ndarra
 
 def rl_update_vs_sft(cfg: Qwen3Config, *, batch_size: int, seq_len: int, reps: int,
                      loss_chunk_size: int = 1024) -> tuple[list[Row], dict[str, Any]]:
-  from flax import nnx
-  from mage_jax.rl import objective as obj_lib
-  from mage_jax.train import state as state_lib
+  from flax import nnx   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.rl import objective as obj_lib   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.train import state as state_lib   # the bare GPU image runs this module: each path imports only what it needs
   factory = lm_step.qwen3_factory(cfg)
   sft_batch = lm_step.packed_batch(batch_size, seq_len, None, cfg.vocab_size)
   batch = rl_batch(sft_batch)

@@ -46,9 +46,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _model(seed: int = 0):
-  from flax import nnx
-  from mage_jax.models.config import Qwen3Config
-  from mage_jax.weights import hf
+  from flax import nnx   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.models.config import Qwen3Config   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.weights import hf   # the bare GPU image runs this module: each path imports only what it needs
   cfg = Qwen3Config(**ENGINE_TINY)
   model = hf.build_model(cfg, nnx.Rngs(seed))
   model.lm_head.kernel[...] = model.lm_head.kernel[...] * 20.0
@@ -83,7 +83,7 @@ def decode_throughput(client, concurrency: int, *, requests_per_client: int, pro
 
 
 def sync_seconds(client, cfg, model, out_root: str, reps: int) -> float:
-  from mage_jax.engine.weight_sync import model_logprobs_fn, sync_weights
+  from mage_jax.engine.weight_sync import model_logprobs_fn, sync_weights   # the bare GPU image runs this module: each path imports only what it needs
   fn = model_logprobs_fn(model, cfg)
   probe = [9707, 11, 1879, 0, 374]
   times = [sync_weights(client, model, cfg, out_root=out_root, version=v + 1, probe_tokens=probe,
@@ -107,10 +107,10 @@ def idle_fraction(server_url: str | None, workdir: str) -> dict[str, float]:
 
 
 def run(*, reps: int = 3, quick: bool = False) -> tuple[list[Row], dict[str, Any]]:
-  from mage_jax import api
-  from mage_jax.engine.rollout_client import RolloutClient
-  from mage_jax.engine.rollout_server import RolloutServer
-  from mage_jax.engine.vllm_process import VLLMOptions, VLLMServer
+  from mage_jax import api   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.engine.rollout_client import RolloutClient   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.engine.rollout_server import RolloutServer   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.engine.vllm_process import VLLMOptions, VLLMServer   # the bare GPU image runs this module: each path imports only what it needs
   levels = (1, 8) if quick else (1, 8, 32)
   per_client, prompt_len, max_tokens = (2, 32, 16) if quick else (4, 64, 32)
   cfg, model = _model()

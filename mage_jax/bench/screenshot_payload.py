@@ -23,7 +23,7 @@ from mage_jax.rl.batch import RLSample
 
 
 def measure(files: list[str], visual_turns: int = 3, estimate_calls: int = 50) -> dict[str, float]:
-  from PIL import Image
+  from PIL import Image   # the bare GPU image runs this module: each path imports only what it needs
   if not files:
     raise SystemExit("screenshot_payload: --shots matched no file")
   shots = [np.array(Image.open(f).convert("RGB")) for f in files]

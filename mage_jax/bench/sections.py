@@ -24,7 +24,7 @@ def device_memory() -> dict[str, int | None]:
   """Bytes in use, peak since the process started, and the pool limit of device 0 (None on
   backends without memory stats, e.g. CPU). The peak never resets, so a section's own peak
   shows only where it exceeds every earlier section's."""
-  import jax
+  import jax   # the bare GPU image runs this module: each path imports only what it needs
   stats = jax.devices()[0].memory_stats() or {}
   return {k: stats.get(k) for k in ("bytes_in_use", "peak_bytes_in_use", "bytes_limit")}
 

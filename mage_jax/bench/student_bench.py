@@ -36,7 +36,7 @@ def _batch(batch_size: int, seq_len: int, vocab_ids: np.ndarray, trained_share: 
 def student_throughput(vocab_ids: np.ndarray, *, batch_size: int = 4, seq_len: int = 1536,
                        trained_share: float = 0.15, reps: int = 5,
                        loss_chunk_size: int = 1024) -> tuple[list[Row], dict[str, Any]]:
-  from mage_jax.models.compact_vocab import CompactVocab
+  from mage_jax.models.compact_vocab import CompactVocab   # the bare GPU image runs this module: each path imports only what it needs
   full = Qwen3Config(**PROOF_TEXT)
   vocab = CompactVocab.from_token_ids(vocab_ids, full.vocab_size)
   batch = _batch(batch_size, seq_len, vocab.ids, trained_share)
@@ -61,9 +61,9 @@ def student_throughput(vocab_ids: np.ndarray, *, batch_size: int = 4, seq_len: i
 
 def proof_vocabulary(samples: int = 1_000) -> np.ndarray:
   """The compact vocabulary configs/pretrain.py builds for the proof family (sampled corpus)."""
-  from mage_jax.data import copy_corpus
-  from mage_jax.data.tokenizer import Tokenizer
-  from mage_jax.runs import proof_base
+  from mage_jax.data import copy_corpus   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.data.tokenizer import Tokenizer   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.runs import proof_base   # the bare GPU image runs this module: each path imports only what it needs
   corpus = copy_corpus.CopyCorpus(Tokenizer(), proof_base.proof_pools(), preambles=proof_base.system_turns(),
                                   preamble_share=0.25)
   return np.array(sorted(corpus.vocabulary(proof_base.family_texts(), samples=samples)), np.int32)

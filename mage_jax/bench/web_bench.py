@@ -21,10 +21,10 @@ TASK = os.path.join(os.path.dirname(os.path.dirname(__file__)), "tasks", "web", 
 
 def run(reps: int = 3) -> dict[str, float]:
   """Medians of each phase, in the order LocalEnv.reset runs them for a web task."""
-  import dataclasses
-  from mage_jax.agent.env import LocalEnv
-  from mage_jax.tasks.package import load_package
-  from mage_jax.tasks.web import browser, replica
+  import dataclasses   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.agent.env import LocalEnv   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.tasks.package import load_package   # the bare GPU image runs this module: each path imports only what it needs
+  from mage_jax.tasks.web import browser, replica   # the bare GPU image runs this module: each path imports only what it needs
   pkg = load_package(TASK)
   bare = dataclasses.replace(pkg, setup=[])          # the episode without its web setup
   app, url = pkg.setup[0]["app"], pkg.setup[1]["url"]

@@ -18,20 +18,22 @@ stop by step count.
 from __future__ import annotations
 
 import collections
+import copy
 import os
 import time
 from typing import Any, Sequence
 
 import grain
 import jax
+from jax.sharding import Mesh
 import ml_collections
 import numpy as np
-from jax.sharding import Mesh
 
 from mage_jax.data import records
-from mage_jax.sharding import batch_sharding
 from mage_jax.data.config import source_names
-from mage_jax.data.packing import TwoBudgetPackIterDataset, assemble_batch
+from mage_jax.data.packing import (PATCH_DIM, STAGE4_IMAGE_TOKENS, PackedBin, Segment, TwoBudgetPackIterDataset,
+                                   assemble_batch, best_fit_decreasing, stage4_like_lengths)
+from mage_jax.sharding import batch_sharding
 
 
 def _process(process_index: int | None, process_count: int | None) -> tuple[int, int]:
@@ -125,7 +127,6 @@ def samples_dataset(samples_by_source: dict[str, Sequence[Any]], data: ml_collec
 
 
 def _with_source_id(sample: Any, source_id: int) -> Any:
-  import copy
   sample = copy.copy(sample)
   sample.meta = dict(sample.meta, source_id=source_id)
   return sample
@@ -249,8 +250,6 @@ def write_stage4_like_shards(directory: str, num_bins: int = 32, seed: int = 0,
   case for records' image dedup); "identical" -- one image everywhere.
   dedup: write deduplicated records (format 2) or every occurrence (format 1).
   """
-  from mage_jax.data.packing import (PATCH_DIM, PackedBin, Segment, best_fit_decreasing,
-                                     stage4_like_lengths, STAGE4_IMAGE_TOKENS)
   modes = ("distinct", "consecutive", "identical")
   if screenshots not in modes:
     raise ValueError(f"screenshots={screenshots!r}: expected one of {modes}")

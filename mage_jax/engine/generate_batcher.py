@@ -28,7 +28,12 @@ import dataclasses
 import threading
 from typing import Any, Callable
 
+import jax.numpy as jnp
 import numpy as np
+
+from mage_jax.models import slot_decode
+from mage_jax.models.config import IM_END_ID
+from mage_jax.models.config import PAD_ID
 
 PAUSE_MODES = ("abort", "wait", "keep")
 
@@ -179,7 +184,6 @@ class SlotEngine:
   and each row's state (`slot_decode.Rows`); the math is in `models.slot_decode`."""
 
   def __init__(self, capacity: int, *, eos_id: int | None = None, steps: int = STEPS):
-    from mage_jax.models.config import IM_END_ID
     self.capacity, self.steps = capacity, steps
     self.eos_id = IM_END_ID if eos_id is None else eos_id
     self.policy, self.label, self.split = None, "", None
@@ -194,7 +198,6 @@ class SlotEngine:
   def use(self, policy, label: str) -> None:
     """The weights (and label) for jobs admitted from now on; callers drain slots first."""
     if policy is not self.policy:
-      from mage_jax.models import slot_decode
       self.policy, self.split = policy, slot_decode.split(policy.model)
     self.label = label
 
@@ -208,8 +211,6 @@ class SlotEngine:
   # ---- pool layout -------------------------------------------------------------------------------
   def _layout(self, rows: int, max_len: int) -> None:
     """Make the pool rows x max_len: a fresh one when no slot is live, else a grown copy."""
-    from mage_jax.models import slot_decode
-    import jax.numpy as jnp
     if self.pool is None or not self.slots:
       if self.pool is None or self.pool.segment_ids.shape != (rows, max_len):
         self.pool = slot_decode.init_pool(self.policy.model, rows, max_len)
@@ -255,9 +256,6 @@ class SlotEngine:
 
   def _prefill(self, job: Job, slot: int) -> bool:
     """Prefill `job` into `slot`; True when it is already finished."""
-    import jax.numpy as jnp
-    from mage_jax.models import slot_decode
-    from mage_jax.models.config import PAD_ID
     tokens = np.full((1, bucket(len(job.prompt), 16)), PAD_ID, np.int32)
     tokens[0, :len(job.prompt)] = job.prompt
     if job.vision.get("patch_image_ids") is not None:
@@ -297,8 +295,6 @@ class SlotEngine:
   # ---- decode ------------------------------------------------------------------------------------
   def step(self) -> list[Job]:
     """`steps` decode steps for every slot; -> the jobs that finished."""
-    import jax.numpy as jnp
-    from mage_jax.models import slot_decode
     rows = slot_decode.Rows(**{k: jnp.asarray(v) for k, v in self.rows.items()})
     model_def, leaves = self.split
     tokens, logps, self.pool = slot_decode.decode_slots(model_def, leaves, self.pool, rows,

@@ -15,9 +15,12 @@ when the whole completion is done.
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Iterator
 
 import numpy as np
+
+from mage_jax.engine.generate_batcher import bucket
 
 MAX_TOP_LOGPROBS = 20   # OpenAI's and vLLM's default cap
 NEG_INF_LOGPROB = -9999.0
@@ -46,7 +49,6 @@ def top_alternatives(policy, prompt: np.ndarray, images: list, tokens: list[int]
   distribution at that position."""
   if not tokens or k <= 0:
     return [[] for _ in tokens]
-  from mage_jax.engine.generate_batcher import bucket
   seq = np.concatenate([np.asarray(prompt, np.int32), np.asarray(tokens[:-1], np.int32)])
   # padded at the end to a power-of-two length, so a server compiles a few shapes, not one per
   # request; causal attention keeps the real positions' logits unchanged
@@ -58,7 +60,6 @@ def top_alternatives(policy, prompt: np.ndarray, images: list, tokens: list[int]
 
 
 def sse(obj: Any) -> bytes:
-  import json
   return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
 
 

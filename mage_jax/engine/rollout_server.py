@@ -33,22 +33,26 @@ padded to power-of-two buckets so a server compiles a handful of shapes, not one
 from __future__ import annotations
 
 import base64
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import io
 import json
 import os
 import random
 import threading
 import time
-import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+import uuid
 
 import numpy as np
 
+from mage_jax import api
+from mage_jax.data.tokenizer import load_tokenizer
 from mage_jax.engine import openai_stream
 from mage_jax.engine.address import learner_url
 from mage_jax.engine.generate_batcher import GenerateBatcher, Job, Paused
+from mage_jax.models.config import IM_END_ID
+from mage_jax.models.config import MageVLConfig
 
 IMAGE_BLOCK = "<|vision_start|><|image_pad|><|vision_end|>"
 
@@ -67,7 +71,7 @@ class EventStream(list):
 
 # ---- chat rendering ------------------------------------------------------------------------------
 def _decode_image(url: str, where: str) -> np.ndarray:
-  from PIL import Image
+  from PIL import Image   # Pillow only when an image is read or drawn (start-up cost)
   if not url.startswith("data:") or ";base64," not in url:
     raise RequestError(f"{where}: only base64 data URLs (data:image/...;base64,...) are supported")
   try:
@@ -109,8 +113,8 @@ def flatten_messages(messages: Any) -> tuple[list[dict[str, Any]], list[np.ndarr
 
 def render_chat(template: str, messages: list[dict[str, Any]], **kwargs) -> str:
   """The chat template rendered as transformers' apply_chat_template does (sandboxed jinja)."""
-  import jinja2.ext
-  from jinja2.sandbox import ImmutableSandboxedEnvironment
+  import jinja2.ext   # only to render a chat template (start-up cost)
+  from jinja2.sandbox import ImmutableSandboxedEnvironment   # only to render a chat template (start-up cost)
   env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                       extensions=[jinja2.ext.loopcontrols])
   env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False, **kw)
@@ -160,7 +164,6 @@ class RolloutServer:
 
   # ---- weights -----------------------------------------------------------------------------------
   def _load(self, path: str):
-    from mage_jax import api
     return api.load(path, **self.load_kwargs)
 
   def reload_weights(self, path: str) -> None:
@@ -206,7 +209,6 @@ class RolloutServer:
   # ---- generation --------------------------------------------------------------------------------
   def _chat_template(self, policy) -> str:
     if self._template is None:
-      from mage_jax.data.tokenizer import load_tokenizer
       folder = self._path or ""
       file = os.path.join(folder, "chat_template.jinja")
       if folder and os.path.isfile(file):
@@ -271,7 +273,6 @@ class RolloutServer:
     return openai_stream.stream_chunks(resp, deltas, per_token, chat=chat, include_usage=include_usage)
 
   def _prompt(self, policy, body: dict[str, Any], *, chat: bool) -> tuple[np.ndarray, list[np.ndarray]]:
-    from mage_jax.models.config import MageVLConfig
     if chat:
       messages, images = flatten_messages(body.get("messages"))
       if images and not isinstance(policy.cfg, MageVLConfig):
@@ -301,7 +302,6 @@ class RolloutServer:
 
   def _response(self, policy, body, chat: bool, prompt: np.ndarray, job: Job,
                 top: list[list[tuple[int, float]]] | None) -> dict[str, Any]:
-    from mage_jax.models.config import IM_END_ID
     tokens, logprobs, finish = job.tokens, job.logprobs, job.finish
     tok = policy._tokenizer()
     skip = bool(body.get("skip_special_tokens", True))

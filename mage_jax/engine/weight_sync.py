@@ -30,9 +30,14 @@ import shutil
 import time
 from typing import Any, Callable, Sequence
 
+from flax import nnx
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from mage_jax import api
 from mage_jax.engine.rollout_client import RolloutClient, RolloutError
+from mage_jax.weights import hf
 
 _VERSION_DIR = re.compile(r"^v(\d+)$")
 
@@ -61,10 +66,6 @@ def model_logprobs_fn(model: Any, cfg: Any, *, export_dtype: str | None = "bfloa
   (the embedded server then matches to ~1e-5; an engine computing in bf16 needs a
   looser tolerance, and so cannot see very small updates). Costs one parameter copy.
   """
-  import jax
-  import jax.numpy as jnp
-  from flax import nnx
-  from mage_jax import api
   if export_dtype is not None:
     graphdef, state = nnx.split(model)
     rounded = jax.tree_util.tree_map(
@@ -85,7 +86,6 @@ def model_logprobs_fn(model: Any, cfg: Any, *, export_dtype: str | None = "bfloa
 
 def export(model_or_state: Any, model_cfg: Any, out_root: str, version: int) -> str:
   """bf16 HF directory at <out_root>/v<version>, renamed into place once complete."""
-  from mage_jax.weights import hf
   final = os.path.join(os.path.abspath(out_root), f"v{version}")
   tmp = final + ".partial"
   shutil.rmtree(tmp, ignore_errors=True)

@@ -14,6 +14,7 @@ import json
 import os
 from typing import Any, Callable, Sequence
 
+from mage_jax.evolve import heldout as H
 from mage_jax.evolve.search import AuthorNode, Proposal, Score, SearchSpace, rule_proposals
 from mage_jax.harness.variant import HarnessVariant
 
@@ -115,7 +116,6 @@ def evolve(seed: HarnessVariant, evaluate: Evaluate, score: Score, space: Search
     best = new_best
   held = None
   if heldout is not None:
-    from mage_jax.evolve import heldout as H
     held = H.compare(records, score, heldout, finalists)
   return EvolveResult(records, best, rejected, gen, held)
 

@@ -20,6 +20,7 @@ import json
 from typing import Any, Sequence
 
 from mage_jax.forge import llm
+from mage_jax.harness import extra_tools as xt
 from mage_jax.harness.variant import HarnessVariant, VariantError
 
 METRICS = ("success_rate", "mean_steps", "output_tokens_per_task", "invalid_call_rate", "gui_share",
@@ -157,7 +158,6 @@ class AuthorNode:
   def propose(self, parent: HarnessVariant, table: str, failures: Sequence[str],
               rejected: dict[str, int], seed: int = 0) -> Proposal | None:
     """A validated proposal, or None with the reason counted in `rejected`."""
-    from mage_jax.harness import extra_tools as xt
     inputs = {"table": table, "config": json.dumps(parent.to_dict(), indent=1),
               "failures": "\n---\n".join(failures) or "(none)",
               "fields": sorted(f.name for f in dataclasses.fields(HarnessVariant) if f.name != "name"),

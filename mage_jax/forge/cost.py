@@ -27,10 +27,12 @@ import re
 from typing import Any
 
 from mage_jax.forge import nodes as N
+from mage_jax.forge.filecheck import prepare_and_open
 from mage_jax.forge.llm import CallRecord, ChatClient, PriceTable
 from mage_jax.forge.replay import ReplayServer
 from mage_jax.forge.skill import REGISTRY, Skill
 from mage_jax.forge.workflow import NodeCache, default_workflow
+from mage_jax.tasks import checkers, preparers
 
 SEEDS = {"tokens_reduction": 0.933, "cost_reduction": 0.826, "tokens_per_task": (1_276_000, 85_000),
          "dollars_per_task": (0.906, 0.158)}
@@ -73,7 +75,6 @@ AGENT_SYSTEM = ("You build task packages for a computer-use agent harness, from 
 
 def agent_loop_task(client: ChatClient, skill: Skill, seed: int) -> CallRecord:
   """One package built by the agent loop; the harness answers each tool call."""
-  from mage_jax.tasks import checkers, preparers
   with open(DOCS, encoding="utf-8") as f:
     docs = f.read()
   messages = [{"role": "system", "content": AGENT_SYSTEM.format(docs=docs)},
@@ -105,7 +106,6 @@ def agent_loop_task(client: ChatClient, skill: Skill, seed: int) -> CallRecord:
 
 
 def _file_report(spec: dict[str, Any]):
-  from mage_jax.forge.filecheck import prepare_and_open
   for path, info in prepare_and_open([spec]).items():
     yield {"path": path, "opens": info["error"] is None, "chars": len(info["text"])}
 

@@ -10,33 +10,30 @@ student failures -> parameter regions) come from that file and round k's outcome
 from __future__ import annotations
 
 import collections
-import importlib
 import json
+import math
 import os
-import pkgutil
+import shutil
+import tempfile
 import threading
 import time
 from typing import Any
 
+from mage_jax.agent import evaluation
+from mage_jax.agent.env import EnvConfig, LocalEnv
+from mage_jax.agent.episode import EpisodeConfig
+from mage_jax.agent.slots import LocalSlotPool
+from mage_jax.agent.success_stats import wilson_interval
 from mage_jax.forge import gates as G
 from mage_jax.forge import rounds as R
 from mage_jax.forge import run as RUN
-from mage_jax.forge.skill import REGISTRY, TaxonomyError, load_taxonomy, taxonomy_skill_ids
+from mage_jax.forge import student
+from mage_jax.forge.skill import (REGISTRY, TaxonomyError, import_skill_modules, load_taxonomy,  # noqa: F401
+                                  taxonomy_skill_ids)
 from mage_jax.forge.workflow import default_workflow
-
-
-def import_skill_modules(modules: list[str]) -> None:
-  """Each name is a module or a package (every submodule is imported); errors name it."""
-  for name in modules:
-    try:
-      mod = importlib.import_module(name)
-      if hasattr(mod, "__path__"):
-        for info in pkgutil.iter_modules(mod.__path__):
-          importlib.import_module(f"{name}.{info.name}")
-    except TaxonomyError:
-      raise
-    except Exception as e:  # noqa: BLE001
-      raise TaxonomyError(f"skill module {name}: import failed: {type(e).__name__}: {e}") from e
+from mage_jax.tasks.package import PackageError
+from mage_jax.tasks.package import load_package
+import random
 
 
 def select_skills(c: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -105,13 +102,6 @@ def evaluate_student(c: dict[str, Any], k: int, suite_dir: str, by_skill: dict[s
   """The round's student (config `student.kind`: student.policy_factory) on up to `per_skill`
   accepted tasks of each skill, each repeated until the skill has >= `per_skill` episodes;
   launch.eval's results.json under `out_dir` (its path, None without tasks)."""
-  import math
-  from mage_jax.agent import evaluation
-  from mage_jax.agent.env import EnvConfig, LocalEnv
-  from mage_jax.agent.episode import EpisodeConfig
-  from mage_jax.agent.slots import LocalSlotPool
-  from mage_jax.tasks.package import load_package
-  from mage_jax.forge import student
   st = c["student"]
   want = int(st.get("per_skill", 8))
   groups: dict[int, list] = collections.defaultdict(list)   # repeats -> tasks
@@ -139,7 +129,6 @@ def evaluate_student(c: dict[str, Any], k: int, suite_dir: str, by_skill: dict[s
 
 def per_skill_success(results_path: str) -> dict[str, dict[str, Any]]:
   """{skill: episodes, successes, success, 95% Wilson interval} of one round's student results."""
-  from mage_jax.agent.success_stats import wilson_interval
   out = {}
   for s, (a, n) in sorted(R.skill_success(results_path).items()):
     lo, hi = wilson_interval(a, n)
@@ -312,9 +301,6 @@ def recheck(suite_dir: str, workers: int = 2, env: dict[str, Any] | None = None,
   """Copies the suite to a fresh directory, loads it with launch.eval's loader and gates every
   package again (no cache; `sample` > 0: a seeded random subset of that many); returns
   {checked, failed: [(id, gate, reason)], seconds}."""
-  import shutil
-  import tempfile
-  from mage_jax.tasks.package import PackageError
   t0 = time.monotonic()
   with tempfile.TemporaryDirectory(prefix="forge_recheck_") as tmp:
     copy = shutil.copytree(suite_dir, os.path.join(tmp, "suite"))
@@ -325,7 +311,6 @@ def recheck(suite_dir: str, workers: int = 2, env: dict[str, Any] | None = None,
       except (PackageError, ValueError) as e:
         failed.append((name, "schema", str(e)[:200]))
     if 0 < sample < len(pkgs):
-      import random
       pkgs = random.Random(0).sample(pkgs, sample)
     with RUN._pool(workers, {"env": env}) as ex:
       res = list(ex.map(G.gate_package, pkgs, [env] * len(pkgs)))
@@ -335,7 +320,6 @@ def recheck(suite_dir: str, workers: int = 2, env: dict[str, Any] | None = None,
 
 
 def load_suite_entry(suite: str, name: str) -> list:
-  from mage_jax.tasks.package import load_package
   full = os.path.join(suite, name)
   if name.endswith(".json") or os.path.isfile(os.path.join(full, "task.json")):
     return [load_package(full)]

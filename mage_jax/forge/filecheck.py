@@ -22,8 +22,12 @@ import json
 import os
 import re
 import sqlite3
+import tarfile
 import tempfile
 from typing import Any
+import zipfile
+
+from mage_jax.tasks import preparers
 
 TEXT_LIMIT = 200_000
 
@@ -74,32 +78,30 @@ def read_text(path: str, preparer: str = "") -> str:
   if preparer == "text":
     ext = ext if ext in (".csv", ".json") else ".txt"
   if ext == ".zip":
-    import zipfile
     with zipfile.ZipFile(path) as z:
       return _archive_text((i.filename, None if i.is_dir() else z.read(i)) for i in z.infolist())
   if ext in (".tar", ".gz", ".tgz", ".bz2", ".xz"):
-    import tarfile
     with tarfile.open(path) as t:
       return _archive_text((m.name, t.extractfile(m).read() if m.isfile() else None) for m in t.getmembers())
   if ext == ".xlsx":
-    import openpyxl
+    import openpyxl   # office-format library only for this document type (start-up cost)
     wb = openpyxl.load_workbook(path)
     return "\n".join(f"[{ws.title}]\n" + _cells(ws.iter_rows(values_only=True)) for ws in wb.worksheets)
   if ext == ".docx":
-    import docx
+    import docx   # office-format library only for this document type (start-up cost)
     d = docx.Document(path)
     parts = [p.text for p in d.paragraphs]
     parts += [c.text for t in d.tables for row in t.rows for c in row.cells]
     return "\n".join(parts)
   if ext == ".pptx":
-    import pptx
+    import pptx   # office-format library only for this document type (start-up cost)
     prs = pptx.Presentation(path)
     return "\n".join(sh.text_frame.text for s in prs.slides for sh in s.shapes if sh.has_text_frame)
   if ext == ".pdf":
-    import pypdf
+    import pypdf   # PDF library only for this document type (start-up cost)
     return "\n".join(page.extract_text() or "" for page in pypdf.PdfReader(path).pages)
   if ext in (".png", ".jpg", ".jpeg", ".gif", ".bmp"):
-    from PIL import Image
+    from PIL import Image   # Pillow only when an image is read or drawn (start-up cost)
     with Image.open(path) as im:
       im.verify()
     with Image.open(path) as im:
@@ -129,7 +131,6 @@ def read_text(path: str, preparer: str = "") -> str:
 def prepare_and_open(setup: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
   """{sandbox path: {"text": ..., "error": None | why it did not open}} for every file the
   file-writing preparers produce."""
-  from mage_jax.tasks import preparers
   out: dict[str, dict[str, Any]] = {}
   with tempfile.TemporaryDirectory(prefix="forge_files_") as tmp:
     target = HostTarget(tmp)

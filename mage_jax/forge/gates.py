@@ -23,7 +23,10 @@ import re
 import time
 from typing import Any
 
+from mage_jax.agent.env import EnvConfig, LocalEnv
 from mage_jax.forge.nodes import digest
+from mage_jax.forge.package_gates import check_package
+from mage_jax.forge.phrasing import unframe
 
 
 def normalise(text: str) -> str:
@@ -54,7 +57,6 @@ class Deduper:
   def check(self, skill: str, params: Any, instruction: str, checker: Any, pkg_id: str) -> tuple[str, str] | None:
     """None (and remembers the candidate) or (reason, the id of the package it duplicates).
     Instructions are compared without their phrasing frame (forge/phrasing.py)."""
-    from mage_jax.forge.phrasing import unframe
     instruction = unframe(instruction)
     pkey = skill + ":" + digest(params)
     if params is not None and pkey in self.params:
@@ -76,8 +78,6 @@ class Deduper:
 
 def gate_package(pkg: dict[str, Any], env_cfg: dict[str, Any] | None = None) -> dict[str, Any]:
   """One package through the harness gates in a fresh sandbox; a JSON-able summary."""
-  from mage_jax.agent.env import EnvConfig, LocalEnv
-  from mage_jax.forge.package_gates import check_package
   cfg = EnvConfig(**(env_cfg or {}))
   t0 = time.monotonic()
   try:

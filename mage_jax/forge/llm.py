@@ -98,7 +98,7 @@ def _small_validate(value: Any, schema: dict[str, Any], path: str) -> None:
 def validate_schema(value: Any, schema: dict[str, Any]) -> None:
   """Raises SchemaError naming the JSON path of the first violation."""
   try:
-    import jsonschema
+    import jsonschema   # only when a schema is checked (start-up cost)
   except ImportError:  # a small validator covers what skills' param_schema use
     return _small_validate(value, schema, "$")
   try:

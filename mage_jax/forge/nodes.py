@@ -21,9 +21,13 @@ import json
 import random
 from typing import Any, Callable
 
+from mage_jax.forge import consistency, phrasing
 from mage_jax.forge import filecheck
 from mage_jax.forge.llm import LLMNode
 from mage_jax.forge.skill import Skill
+from mage_jax.tasks import checkers
+from mage_jax.tasks import preparers
+from mage_jax.tasks.package import PackageError, package_from_dict
 
 # Part of every node's cache key: bump when a node's behaviour changes (e.g. a new file reader),
 # so cached outputs of the old behaviour are not read back.
@@ -118,7 +122,6 @@ class RewordNode(Node):
   max_retries: int = 1
 
   def run(self, ctx: Context, fields: dict[str, Any]) -> dict[str, Any]:
-    from mage_jax.forge import consistency
     original, checker = fields["instruction"], fields.get("checker")
     keep = filecheck.literal_values(original)
 
@@ -138,7 +141,6 @@ class RewordNode(Node):
     return dict(fields, instruction=value["instruction"])
 
   def _judge(self, ctx: Context, original: str, reworded: str, checker: Any) -> list[str]:
-    from mage_jax.forge import consistency
     judge = LLMNode(self.name + "_judge", consistency.JUDGE_PROMPT, consistency.JUDGE_SCHEMA,
                     system=consistency.JUDGE_SYSTEM, max_retries=1,
                     fallback=lambda inputs: {"same": False, "why": "no valid judge reply"})
@@ -161,7 +163,6 @@ class PhraseNode(Node):
   else the bare instruction stays."""
 
   def run(self, ctx: Context, fields: dict[str, Any]) -> dict[str, Any]:
-    from mage_jax.forge import consistency, phrasing
     original = fields["instruction"]
     framed = phrasing.frame(original, ctx.skill.id, ctx.seed)
     if consistency.problems(original, framed, fields.get("checker")):
@@ -185,7 +186,6 @@ class SetupNode(Node):
   """The harness's setup list, every preparer spec validated."""
 
   def run(self, ctx: Context, fields: dict[str, Any]) -> list[dict[str, Any]]:
-    from mage_jax.tasks import preparers
     setup = list(fields.get("setup", []))
     for i, spec in enumerate(setup):
       try:
@@ -200,7 +200,6 @@ class CheckerNode(Node):
   """The checker (rubric) spec, validated against the harness's checker types."""
 
   def run(self, ctx: Context, fields: dict[str, Any]) -> dict[str, Any]:
-    from mage_jax.tasks import checkers
     try:
       checkers.validate_spec(fields["checker"], "checker")
     except ValueError as e:
@@ -234,7 +233,6 @@ class PackageNode(Node):
     for key in ("near_miss", "max_steps"):
       if fields.get(key) is not None:
         pkg[key] = fields[key]
-    from mage_jax.tasks.package import PackageError, package_from_dict
     try:
       package_from_dict(pkg, source=pkg["id"])
     except (PackageError, ValueError) as e:

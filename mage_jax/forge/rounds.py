@@ -32,6 +32,10 @@ import random
 import re
 from typing import Any
 
+from mage_jax.forge import skill as S
+from mage_jax.forge.llm import LLMNode
+from mage_jax.forge.llm import validate_schema
+
 
 
 def unit_hash(text: str) -> float:
@@ -129,8 +133,6 @@ def propose_siblings(client, skills: list, ledger=None, max_retries: int = 1) ->
   """For each skill, an LLM proposes a sibling that fixes some parameters; a valid proposal whose
   fixed values build a package becomes a registered Skill (id <domain>.<capability>.<name>, the
   parent's build, its sampler with the fixed values overlaid). Returns (new skills, records)."""
-  from mage_jax.forge import skill as S
-  from mage_jax.forge.llm import LLMNode
   made, records = [], []
   for parent in skills:
     node = LLMNode("propose_sibling", SIBLING_PROMPT, sibling_schema(parent.param_schema),
@@ -155,7 +157,6 @@ def register_if_it_builds(parent, spec: dict[str, Any], record: dict[str, Any], 
   """Registers the sibling / child `spec` when the parent's build accepts its fixed values on a
   seeded draw (valid against the parent's schema); else the record says why. Its packages meet
   every gate later, like any skill's."""
-  from mage_jax.forge.llm import validate_schema
   try:
     probe = {**parent.sample(random.Random(0)), **spec["fixed"]}
     validate_schema(probe, parent.param_schema)
@@ -172,7 +173,6 @@ SIBLINGS: list[dict[str, Any]] = []  # specs of the siblings registered in this 
 
 def register_sibling(spec: dict[str, Any]):
   """Registers a sibling skill: the parent's build, its sampler with `fixed` overlaid."""
-  from mage_jax.forge import skill as S
   if spec["id"] in S.REGISTRY:
     return S.REGISTRY[spec["id"]]
   parent, fixed = S.REGISTRY[spec["parent"]], spec["fixed"]
@@ -204,7 +204,6 @@ def child_skills(rows: list[dict[str, Any]], params_of: dict[str, dict[str, Any]
   """Child skills from the student's grouped failures (the module docstring). `rows`: results.json
   episode rows (task_id, skills, success, status, parse_errors); `params_of`: task id -> the
   parameters it was built from. Returns (registered child skills, one record per proposal)."""
-  from mage_jax.forge import skill as S
   by_skill: dict[str, list[tuple[dict, bool, str]]] = collections.defaultdict(list)
   for r in rows:
     if r.get("status") == "env_error" or r["task_id"] not in params_of or not r.get("skills"):

@@ -14,21 +14,25 @@ endpoint or a crash keeps everything accepted so far; rerunning resumes from the
 from __future__ import annotations
 
 import collections
+from concurrent.futures import ProcessPoolExecutor, as_completed
 import dataclasses
+import importlib
 import json
 import multiprocessing
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Iterable
+
+from tqdm import tqdm
 
 from mage_jax.forge import gates as G
 from mage_jax.forge import rounds as R
 from mage_jax.forge.llm import ChatClient, EndpointError, client_from_config
 from mage_jax.forge.nodes import digest
-from mage_jax.forge.skill import REGISTRY
+from mage_jax.forge.skill import REGISTRY, import_skill_modules
 from mage_jax.forge.workflow import NodeCache, default_workflow
+from mage_jax.tasks.package import package_from_dict, save_package
 
 
 class ForgeError(RuntimeError):
@@ -40,17 +44,7 @@ def progress(it: Iterable, total: int, desc: str, enabled: bool = True):
   if not enabled:
     yield from it
     return
-  try:
-    from tqdm import tqdm
-  except ImportError:
-    tqdm = None
-  if tqdm is not None:
-    yield from tqdm(it, total=total, desc=desc, file=sys.stderr, mininterval=2.0)
-    return
-  for i, x in enumerate(it, 1):  # a plain fallback bar
-    if i == total or i % max(1, total // 20) == 0:
-      print(f"{desc}: {i}/{total}", file=sys.stderr, flush=True)
-    yield x
+  yield from tqdm(it, total=total, desc=desc, file=sys.stderr, mininterval=2.0)
 
 
 # ---- worker side (module level: run in forked processes) -----------------------------------------
@@ -60,10 +54,8 @@ _WORKER: dict[str, Any] = {}
 def _init_worker(settings: dict[str, Any]) -> None:
   """Under spawn, a worker imports the modules that registered the skills and re-registers the
   LLM-proposed siblings; under fork it inherits them (both are no-ops then)."""
-  import importlib
   _WORKER.clear()
   _WORKER.update(settings)
-  from mage_jax.forge.engine import import_skill_modules
   import_skill_modules(settings.get("skill_modules") or [])
   for name in settings.get("modules", []):
     importlib.import_module(name)
@@ -110,7 +102,7 @@ def _jax_running() -> bool:
   if "jax" not in sys.modules:
     return False
   try:
-    from jax._src import xla_bridge
+    from jax._src import xla_bridge   # only when jax is already loaded (checked above)
     return bool(xla_bridge._backends)
   except Exception:  # noqa: BLE001 - a JAX without that table: assume it runs
     return True
@@ -250,7 +242,6 @@ def run_round(c: dict[str, Any], k: int, budget: dict[str, int], avoid: dict[str
 
 
 def _accept(o: dict[str, Any], suite_dir: str, st: RoundStats) -> None:
-  from mage_jax.tasks.package import package_from_dict, save_package
   pkg = o["package"]
   save_package(package_from_dict(pkg, source=pkg["id"]), os.path.join(suite_dir, pkg["id"]))
   o["accepted"] = True

@@ -22,8 +22,10 @@ task package (`skills`), trajectory and evaluation result.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
+import pkgutil
 import random
 from typing import Any, Callable
 
@@ -105,3 +107,17 @@ def load_taxonomy(path: str = TAXONOMY_FILE) -> dict[str, Any]:
 
 def taxonomy_skill_ids(tax: dict[str, Any]) -> list[str]:
   return [s["id"] for d in tax["domains"] for c in d.get("capabilities", []) for s in c.get("skills", [])]
+
+
+def import_skill_modules(modules: list[str]) -> None:
+  """Each name is a module or a package (every submodule is imported); errors name it."""
+  for name in modules:
+    try:
+      mod = importlib.import_module(name)
+      if hasattr(mod, "__path__"):
+        for info in pkgutil.iter_modules(mod.__path__):
+          importlib.import_module(f"{name}.{info.name}")
+    except TaxonomyError:
+      raise
+    except Exception as e:  # noqa: BLE001
+      raise TaxonomyError(f"skill module {name}: import failed: {type(e).__name__}: {e}") from e

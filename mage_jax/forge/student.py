@@ -9,7 +9,10 @@ import dataclasses
 import random
 from typing import Any
 
+import ml_collections
+
 from mage_jax.agent.policies import ScriptedPolicy, wrong_call
+from mage_jax.agent.policies import factory_from_config
 from mage_jax.forge.rounds import NoiseModel
 
 
@@ -58,6 +61,4 @@ def policy_factory(student: dict[str, Any], round_k: int):
   with the same fields as configs/eval.py's `policy` section."""
   if student["kind"] == "noisy_scripted":
     return student_factory(NoiseModel(**student["noise"]), round_k)
-  import ml_collections
-  from mage_jax.agent.policies import factory_from_config
   return factory_from_config(ml_collections.ConfigDict(dict(student)))

@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from mage_jax.forge import nodes as N
+from mage_jax.forge.llm import EndpointError
 from mage_jax.forge.skill import Skill
 
 
@@ -142,7 +143,6 @@ class Workflow:
   def run(self, seed: int, cache: NodeCache | None = None, client: Any = None) -> Outcome:
     """Every node in order; a `Rejected` (or a node's exception) ends the run as a rejection
     naming the node. LLM endpoint errors propagate (every later task would fail the same way)."""
-    from mage_jax.forge.llm import EndpointError
     cache = cache or NodeCache(None)
     ctx = N.Context(self.skill, seed, client)
     out = Outcome(self.skill.id, seed)

@@ -53,6 +53,16 @@ from mage_jax.train import run_setup as setup
 from mage_jax.train import state as state_lib
 from mage_jax.train import step as step_lib
 from mage_jax.train.run_setup import ConfigError, Trainer
+from mage_jax.agent.env import LocalEnv, env_config_from
+from mage_jax.agent.episode import EpisodeConfig
+from mage_jax.agent.slots import BACKENDS, make_pool
+from mage_jax.data.tokenizer import load_tokenizer
+from mage_jax.engine.weight_sync import model_logprobs_fn, sync_weights
+from mage_jax.machine.sandbox import SandboxUnavailable, check_available
+from mage_jax.rl.rollouts import HarnessRollouts
+from mage_jax.tasks.suites import load_tasks
+from mage_jax.engine.rollout_server import RolloutServer
+from mage_jax.engine.weight_sync import export
 
 
 # --- build ---------------------------------------------------------------------------------------
@@ -172,7 +182,6 @@ def rollout_stats(groups: Sequence[RolloutGroup], samples: Sequence[RLSample], v
 
 def probe_prompt() -> list[int]:
   """A short chat prompt for the post-sync check (real tokenizer ids)."""
-  from mage_jax.data.tokenizer import load_tokenizer
   return [int(i) for i in load_tokenizer("").encode(
       "<|im_start|>user\nSay hello.<|im_end|>\n<|im_start|>assistant\n")]
 
@@ -225,8 +234,6 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
     client.wait_ready(rl.server_ready_timeout_s)
     served = _sync(client, t, state.params, weights_root, version, probe, rl)
   else:
-    from mage_jax.engine.rollout_server import RolloutServer
-    from mage_jax.engine.weight_sync import export
     path = export(state.params, t.model_cfg, weights_root, version)
     server = RolloutServer(path, model_name=rl.model_name, host=rl.get("engine_host", "127.0.0.1"),
                            port=rl.get("engine_port", 0)).start()
@@ -399,7 +406,6 @@ def _sync(client: RolloutClient, t: Trainer, params: Any, out_root: str, version
           probe: list[int], rl: ml_collections.ConfigDict) -> dict[str, Any]:
   """Export + reload + verify (weight_sync.sync_weights: the engine must serve the new path
   and its greedy probe log-probs must match the learner's, unless config.rl.sync_probe=False)."""
-  from mage_jax.engine.weight_sync import model_logprobs_fn, sync_weights
   check = bool(rl.get("sync_probe", True))
   learner = (model_logprobs_fn(state_lib.merge_model(t.graphdef, params, t.rest), t.model_cfg)
              if check else None)
@@ -415,10 +421,6 @@ def _sync(client: RolloutClient, t: Trainer, params: Any, out_root: str, version
 
 def harness_rollout_fn(config: ml_collections.ConfigDict, workdir: str):
   """HarnessRollouts over config.rl.suite / tasks / kinds with local sandboxed environments."""
-  from mage_jax.agent.env import LocalEnv, env_config_from
-  from mage_jax.agent.episode import EpisodeConfig
-  from mage_jax.machine.sandbox import SandboxUnavailable, check_available
-  from mage_jax.rl.rollouts import HarnessRollouts
   rl = config.rl
   try:
     check_available()
@@ -431,7 +433,6 @@ def harness_rollout_fn(config: ml_collections.ConfigDict, workdir: str):
                          deadline_s=rl.get("episode_deadline_s", 0.0), **config.episode.to_dict())
   slots = env_slots_per_pool(config)
   env_factory = lambda: LocalEnv(env_cfg)
-  from mage_jax.agent.slots import BACKENDS, make_pool
   backend = e.get("backend", "local")
   if backend not in BACKENDS:
     raise ConfigError(f"config.env.backend={backend!r}: expected one of {BACKENDS}")
@@ -459,7 +460,6 @@ def rollout_threads(config: ml_collections.ConfigDict) -> int:
 
 
 def load_rl_tasks(suite: str, tasks: str, kinds: str) -> list:
-  from mage_jax.tasks.suites import load_tasks
   try:
     pkgs = load_tasks(suite, tasks, kinds, field="config.rl")
   except ValueError as e:

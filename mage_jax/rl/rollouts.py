@@ -33,21 +33,24 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import zlib
 from typing import Callable, Protocol, Sequence
+import zlib
 
 import numpy as np
 
 from mage_jax.agent.env import Env
-from mage_jax.agent.spray import mean_of as spray_means
 from mage_jax.agent.episode import EpisodeConfig, EpisodeResult, PolicyOutput, PolicyRequest
+from mage_jax.agent.policies import prompt_to_messages
 from mage_jax.agent.slots import Job, LocalSlotPool, SlotPool
-from mage_jax.rl.group_queue import GroupQueue
-from mage_jax.tasks.package import TaskPackage
+from mage_jax.agent.spray import mean_of as spray_means
+from mage_jax.data.images import num_image_tokens
+from mage_jax.data.tokenizer import load_tokenizer
+from mage_jax.engine.rollout_client import Completion, RolloutClient, RolloutError
+from mage_jax.models.config import IMAGE_PAD_ID
 from mage_jax.rl import screenshot_pack
 from mage_jax.rl.batch import RLSample
-from mage_jax.models.config import IMAGE_PAD_ID
-from mage_jax.engine.rollout_client import Completion, RolloutClient, RolloutError
+from mage_jax.rl.group_queue import GroupQueue
+from mage_jax.tasks.package import TaskPackage
 
 
 def label_version(label: str, where: str) -> int:
@@ -225,9 +228,6 @@ class RolloutPolicy:
   def _chat(self, request: PolicyRequest, prompt: list[int], images: list[np.ndarray], seed: int
             ) -> tuple[Completion, list[int]]:
     """One screenshot call through the chat route -> (completion, the engine's prompt ids)."""
-    from mage_jax.agent.policies import prompt_to_messages
-    from mage_jax.data.images import num_image_tokens
-    from mage_jax.data.tokenizer import load_tokenizer
     where = f"task {request.task.id!r} step {request.t}"
     text = load_tokenizer("").decode(prompt, skip_special_tokens=False)
     try:

@@ -42,7 +42,7 @@ def _png_exact(a: np.ndarray) -> bool:
 def encode_screenshot(a: np.ndarray) -> bytes | np.ndarray:
   if not _png_exact(a):
     return np.array(a)
-  from PIL import Image
+  from PIL import Image   # Pillow only when an image is read or drawn (start-up cost)
   buf = io.BytesIO()
   # compress_level 1: most of the size win of PNG's filters at a fraction of level 6's time
   Image.fromarray(np.ascontiguousarray(a)).save(buf, format="PNG", compress_level=1)
@@ -52,7 +52,7 @@ def encode_screenshot(a: np.ndarray) -> bytes | np.ndarray:
 def decode_screenshot(blob: bytes | np.ndarray) -> np.ndarray:
   if not isinstance(blob, bytes):
     return blob
-  from PIL import Image
+  from PIL import Image   # Pillow only when an image is read or drawn (start-up cost)
   return np.array(Image.open(io.BytesIO(blob)))
 
 

@@ -18,6 +18,10 @@ import tempfile
 import time
 from typing import Callable
 
+from mage_jax.agent.env import LocalEnv
+from mage_jax.agent.episode import EpisodeConfig, run_episode
+from mage_jax.agent.policies import ScriptedPolicy
+
 PAPER = {"steps_ratio": 6.5, "wall_ratio": 15.3, "task": "Calc: merge two banner ranges, label them, "
          "add a bar chart, save as .xlsx", "hybrid": {"steps": 6, "wall_s": 39}, "gui": {"steps": 39, "wall_s": 596}}
 CHANNELS = ("gui", "hybrid")
@@ -31,9 +35,6 @@ def ablation_tasks(packages) -> list:
 def run(packages, policy_for: Callable[[str], object] | None = None, env_factory=None,
         out_dir: str | None = None, log=print) -> dict:
   """Runs every package both ways; returns {"rows": [...], "totals": {...}, "paper": PAPER}."""
-  from mage_jax.agent.env import LocalEnv
-  from mage_jax.agent.episode import EpisodeConfig, run_episode
-  from mage_jax.agent.policies import ScriptedPolicy
   policy_for = policy_for or (lambda ch: ScriptedPolicy(f"reference:{ch}"))
   env = (env_factory or LocalEnv)()
   out_dir = out_dir or tempfile.mkdtemp(prefix="channel_ablation_")

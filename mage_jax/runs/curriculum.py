@@ -10,14 +10,22 @@ the first unfinished stage. Synthetic data (tiny) is made once in
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 
 import ml_collections
 
 from mage_jax.models.config import build_model_config
+from mage_jax.rl import loop as rl_loop
 from mage_jax.runs.config_files import load_config_module
 from mage_jax.runs.sweep import apply_point
+from mage_jax.train import checkpoint as ckpt_lib
+from mage_jax.train import flops as flops_lib
+from mage_jax.train import loop
+from mage_jax.train import metrics as metrics_lib
+from mage_jax.train import run_setup
+from mage_jax.train.run_setup import SUMMARY
 
 
 def load_stage_config(path: str, arg: str) -> ml_collections.ConfigDict:
@@ -30,14 +38,12 @@ def is_step(cfg: ml_collections.ConfigDict) -> bool:
 
 
 def run_step(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, workdir: str) -> dict:
-  import importlib
   module, _, fn = cfg.job.partition(":")
   return getattr(importlib.import_module(module), fn)(cfg, stage_dir, previous, workdir)
 
 
 def check_step(cfg: ml_collections.ConfigDict) -> None:
   """The step job module's own `check_config(cfg)`, when it has one (raises naming the field)."""
-  import importlib
   check = getattr(importlib.import_module(cfg.job.partition(":")[0]), "check_config", None)
   if check is not None:
     check(cfg)
@@ -89,7 +95,6 @@ def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.Config
 def check_stages(config: ml_collections.ConfigDict, synth_out: str) -> None:
   """Every enabled stage's config, before the first stage trains: a bad field in stage 5
   fails now (ConfigError naming it), not after hours of SFT."""
-  from mage_jax.train import run_setup
   for name, s in stage_list(config):
     try:
       cfg = stage_config(config, s, "", synth_out)
@@ -101,7 +106,6 @@ def check_stages(config: ml_collections.ConfigDict, synth_out: str) -> None:
         check_step(cfg)
         continue
       if "rl" in cfg:
-        from mage_jax.rl import loop as rl_loop
         rl_loop.validate(cfg)
       else:
         run_setup.check_config(cfg, ())
@@ -111,10 +115,6 @@ def check_stages(config: ml_collections.ConfigDict, synth_out: str) -> None:
 
 def run(config: ml_collections.ConfigDict, workdir: str) -> list[dict]:
   """Train every enabled stage in order; returns one table row per finished stage."""
-  from mage_jax.train import checkpoint as ckpt_lib
-  from mage_jax.train import flops as flops_lib
-  from mage_jax.train import loop
-  from mage_jax.train.run_setup import SUMMARY
   synth_out = os.path.join(os.path.abspath(workdir), "synth")
   check_stages(config, synth_out)
   os.makedirs(workdir, exist_ok=True)
@@ -144,7 +144,6 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> list[dict]:
       with open(summary_path) as f:
         summary = json.load(f)
     elif "rl" in cfg:
-      from mage_jax.rl import loop as rl_loop
       summary = rl_loop.train_rl(cfg, stage_dir)
     else:
       summary = loop.train(cfg, stage_dir)
@@ -175,7 +174,6 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> list[dict]:
 
 def rl_row(name: str, summary: dict, stage_dir: str) -> dict:
   """A table row for an RL stage: updates, policy tokens trained, first/last mean reward."""
-  from mage_jax.train import metrics as metrics_lib
   tokens = sum(r.get("policy_tokens", 0.0) for r in metrics_lib.read_metrics(stage_dir) if "step" in r)
   return dict(stage=name, kind="rl", steps=summary["updates"], tokens=tokens,
               reward_first=summary.get("reward_mean_first"), reward_last=summary.get("reward_mean_last"),

@@ -22,7 +22,24 @@ from typing import Any
 
 import ml_collections
 
+from mage_jax.agent.env import LocalEnv, env_config_from
+from mage_jax.agent.episode import EpisodeConfig
+from mage_jax.agent.slots import make_pool
+from mage_jax.agent.success_stats import mcnemar_exact, paired_bootstrap
+from mage_jax.data import render, trajectory
+from mage_jax.data.tokenizer import load_tokenizer
+from mage_jax.engine.rollout_client import RolloutClient
+from mage_jax.engine.rollout_server import RolloutServer
+from mage_jax.engine.weight_sync import export
+from mage_jax.rl.rollouts import RolloutContext
+from mage_jax.runs import proof_eval
 from mage_jax.runs import proof_teacher
+from mage_jax.tasks import proof_family as fam
+from mage_jax.tasks import proof_grounding as pg
+from mage_jax.tasks.package import load_suite
+from mage_jax.train import copy_probe
+from mage_jax.train import run_setup as setup
+from mage_jax.train.metrics import read_metrics
 
 
 def _per(n: int) -> int | None:
@@ -33,14 +50,11 @@ def check_config(cfg: ml_collections.ConfigDict) -> None:
   """The family's value pools (data and eval stages), before any stage runs: PoolError naming the
   config.family field."""
   if "family" in cfg:
-    from mage_jax.tasks import proof_family as fam
     fam.value_pools(cfg.family)
 
 
 def teacher_data(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, workdir: str) -> dict:
   del previous, workdir
-  from mage_jax.tasks import proof_family as fam
-  from mage_jax.data.tokenizer import load_tokenizer
   t0 = time.perf_counter()
   f = cfg.family
   pools = fam.value_pools(f)
@@ -61,7 +75,6 @@ def teacher_data(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, 
   grounding = vision_screens(cfg, stage_dir)
   with open(episodes) as fh:
     n_episodes = sum(1 for line in fh if line.strip())
-  from mage_jax.tasks.package import load_suite
   counts = {split: len(load_suite(d)) for split, d in suites.items()}
   return {"suites": suites, "episodes_jsonl": episodes, "teacher_episodes": n_episodes,
           "instances": counts, "split_counts": fam.split_counts(f.split_seed, family=f),
@@ -89,7 +102,6 @@ def vision_screens(cfg: ml_collections.ConfigDict, stage_dir: str) -> dict:
   <stage_dir>/grounding/episodes.jsonl (train layouts) and grounding_heldout/ (held-out
   click_colour screens, for the stage's click accuracy). {split: episodes kept}; {} when
   config.vision.train_screens is 0."""
-  from mage_jax.tasks import proof_grounding as pg
   v = cfg.get("vision")
   if v is None or v.train_screens <= 0:
     return {}
@@ -107,8 +119,6 @@ def served_weights(cfg: ml_collections.ConfigDict, previous: str, out_root: str,
   """An HF export of `previous`'s final params (a stage dir), or of the random init at cfg.seed,
   built exactly as the training stages build theirs (run_setup); and the copy probe of those
   params on `probe_episodes` (the held-out teacher episodes; None without them)."""
-  from mage_jax.engine.weight_sync import export
-  from mage_jax.train import run_setup as setup
   setup.enable_compile_cache(cfg.get("compile_cache_dir", ""))
   c = ml_collections.ConfigDict(cfg.to_dict())
   c.init.from_dir = previous or ""
@@ -123,9 +133,6 @@ def served_weights(cfg: ml_collections.ConfigDict, previous: str, out_root: str,
 
 def copy_probe_figures(cfg: ml_collections.ConfigDict, t: Any, params: Any, episodes_path: str) -> dict:
   """train/copy_probe.py on the held-out teacher episodes: NLL of the held-out value tokens."""
-  from mage_jax.tasks import proof_family as fam
-  from mage_jax.data import render, trajectory
-  from mage_jax.train import copy_probe
   pools = fam.value_pools(cfg.get("family"))
   values = pools["words"]["heldout"] + pools["file_names"]["heldout"]
   episodes = trajectory.read_episodes(episodes_path)
@@ -139,15 +146,6 @@ def copy_probe_figures(cfg: ml_collections.ConfigDict, t: Any, params: Any, epis
 
 def evaluate(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, workdir: str) -> dict:
   del workdir
-  from mage_jax.runs import proof_eval
-  from mage_jax.agent.env import LocalEnv, env_config_from
-  from mage_jax.agent.episode import EpisodeConfig
-  from mage_jax.agent.slots import make_pool
-  from mage_jax.tasks import proof_family as fam
-  from mage_jax.tasks.package import load_suite
-  from mage_jax.engine.rollout_client import RolloutClient
-  from mage_jax.engine.rollout_server import RolloutServer
-  from mage_jax.rl.rollouts import RolloutContext
   t0 = time.perf_counter()
   p, e = cfg.proof, cfg.env
   tasks = load_suite(p.heldout_suite)
@@ -217,7 +215,6 @@ def read_partial(path: str, header: dict) -> dict[str, dict]:
   """Rows an interrupted evaluation already wrote to `path` (episode_key -> row), after checking
   that they were played with the same params and settings (`header`, the file's first line);
   a fresh file gets the header. A last line cut off mid-write is dropped (and reported)."""
-  from mage_jax.runs import proof_eval
   if not os.path.exists(path) or os.path.getsize(path) == 0:
     with open(path, "w") as f:
       f.write(json.dumps({"header": header}) + "\n")
@@ -253,8 +250,6 @@ def _read(path: str) -> Any:
 
 def paired(rows_a: list[dict], rows_b: list[dict], mode: str, samples: int) -> dict:
   """Exact McNemar and paired bootstrap of b vs a on the instances both played in `mode`."""
-  from mage_jax.runs import proof_eval
-  from mage_jax.agent.success_stats import mcnemar_exact, paired_bootstrap
   a, b = proof_eval.outcomes(rows_a, mode), proof_eval.outcomes(rows_b, mode)
   ids = sorted(set(a) & set(b))
   if not ids:
@@ -267,8 +262,6 @@ def paired(rows_a: list[dict], rows_b: list[dict], mode: str, samples: int) -> d
 def results(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, workdir: str) -> dict:
   """<workdir>/results.json + plots from the evaluation stages and the RL stage's metrics."""
   del previous
-  from mage_jax.runs import proof_eval
-  from mage_jax.train.metrics import read_metrics
   t0 = time.perf_counter()
   out: dict[str, Any] = {"evaluations": {}, "paired": {}, "blind": {}}
   rows = {}
@@ -364,9 +357,9 @@ def results_markdown(res: dict) -> str:
 
 def write_plots(res: dict, out_dir: str) -> list[str]:
   """Success and reward against RL update; calls and tokens per task at init / SFT / RL."""
-  import matplotlib
+  import matplotlib   # matplotlib only when plotting (slow import)
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  import matplotlib.pyplot as plt   # matplotlib only when plotting (slow import)
   os.makedirs(out_dir, exist_ok=True)
   written = []
   curve = res.get("rl_curve", [])
@@ -406,6 +399,6 @@ def write_plots(res: dict, out_dir: str) -> list[str]:
 def _save(fig, path: str) -> str:
   fig.tight_layout()
   fig.savefig(path, dpi=100)
-  import matplotlib.pyplot as plt
+  import matplotlib.pyplot as plt   # matplotlib only when plotting (slow import)
   plt.close(fig)
   return path

@@ -8,18 +8,28 @@ from __future__ import annotations
 import os
 import sys
 
+from mage_jax.agent import evaluation
+from mage_jax.agent import policies
+from mage_jax.agent.env import env_config_from
+from mage_jax.agent.episode import EpisodeConfig
+from mage_jax.agent.slots import make_pool
+from mage_jax.forge.package_gates import check_package
+from mage_jax.harness import load_variant
+from mage_jax.harness.env import env_factory
+from mage_jax.harness.teacher import HarnessSensitiveTeacher
+from mage_jax.harness.teacher import NoisyScriptedTeacher
+from mage_jax.machine.sandbox import SandboxUnavailable, check_available
+from mage_jax.tasks.suites import load_tasks as load
+
 
 def make_policy_factory(p):
   """config.policy -> task -> Policy: the harness's teacher stand-ins here, every other kind
   (scripted | openai | checkpoint) from agent/policies.py."""
   if p.kind == "noisy_teacher":  # harness/teacher.py: scripted, with a documented noise model
-    from mage_jax.harness.teacher import NoisyScriptedTeacher
     return lambda task: NoisyScriptedTeacher(p_extra=p.p_extra, p_invalid=p.p_invalid, seed=p.seed)
   if p.kind == "sensitive_teacher":  # harness/teacher.py: a stand-in whose slips the harness changes
-    from mage_jax.harness.teacher import HarnessSensitiveTeacher
     HarnessSensitiveTeacher(p.p_slip, dict(p.helps), dict(p.distractors), p.derail, p.seed)  # bad config: fail now
     return lambda task: HarnessSensitiveTeacher(p.p_slip, dict(p.helps), dict(p.distractors), p.derail, p.seed)
-  from mage_jax.agent import policies
   if p.kind not in policies.CONFIG_KINDS:
     raise ValueError(f"unknown policy.kind {p.kind!r}; expected "
                      f"{' | '.join(policies.CONFIG_KINDS[:1] + ('noisy_teacher', 'sensitive_teacher') + policies.CONFIG_KINDS[1:])}")
@@ -27,7 +37,6 @@ def make_policy_factory(p):
 
 
 def load_tasks(c):
-  from mage_jax.tasks.suites import load_tasks as load
   return load(c.suite, c.tasks, c.kinds)
 
 
@@ -35,19 +44,15 @@ def load_harness(c):
   """config.harness ("" = none) -> a HarnessVariant or None."""
   if not c.get("harness"):
     return None
-  from mage_jax.harness import load_variant
   return load_variant(c.harness)
 
 
 def env_factory_for(c, variant):
-  from mage_jax.agent.env import env_config_from
-  from mage_jax.harness.env import env_factory
   return env_factory(variant, env_config_from(c.env))
 
 
 def gated_tasks(c, env_factory):
   """config's task suite; with check_gates, only the packages whose gates pass."""
-  from mage_jax.forge.package_gates import check_package
   tasks = load_tasks(c)
   if c.check_gates:
     kept = []
@@ -63,9 +68,6 @@ def gated_tasks(c, env_factory):
 def run_suite(c, workdir, tasks, variant, policy_factory, on_result=None, skip=()):
   """Every (task, repeat) job of `tasks` through the slot pool under `variant` (None = config.episode);
   shared by launch.eval, launch.collect and launch.evolve."""
-  from mage_jax.agent import evaluation
-  from mage_jax.agent.episode import EpisodeConfig
-  from mage_jax.agent.slots import make_pool
   e = c.env
   ep_cfg = EpisodeConfig(out_dir=os.path.join(workdir, "shots"), **c.episode.to_dict())
   if variant is not None:
@@ -82,7 +84,6 @@ def run_suite(c, workdir, tasks, variant, policy_factory, on_result=None, skip=(
 
 
 def require_sandbox(who: str) -> None:
-  from mage_jax.machine.sandbox import SandboxUnavailable, check_available
   try:
     check_available()
   except SandboxUnavailable as e:

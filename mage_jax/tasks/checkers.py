@@ -126,7 +126,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _workbook(ctx: CheckContext, path: str):
-  import openpyxl
+  import openpyxl   # office-format library only for this document type (start-up cost)
   data = ctx.read_file(path)
   return None if data is None else openpyxl.load_workbook(io.BytesIO(data))
 
@@ -201,7 +201,7 @@ def _score(ctx: CheckContext, spec: dict[str, Any], root: str | None) -> float:
     wb = _workbook(ctx, path)
     return float(wb is not None and len(_sheet(wb, spec)._charts) >= spec.get("min_charts", 1))
   if t == "pptx_titles":
-    from pptx import Presentation
+    from pptx import Presentation   # office-format library only for this document type (start-up cost)
     data = ctx.read_file(path)
     if data is None:
       return 0.0
@@ -209,7 +209,7 @@ def _score(ctx: CheckContext, spec: dict[str, Any], root: str | None) -> float:
               for s in Presentation(io.BytesIO(data)).slides]
     return float(titles == spec["titles"])
   if t == "pdf_pages":
-    from pypdf import PdfReader
+    from pypdf import PdfReader   # PDF library only for this document type (start-up cost)
     data = ctx.read_file(path)
     return float(data is not None and len(PdfReader(io.BytesIO(data)).pages) == spec["pages"])
   raise ValueError(f"unknown checker type {t!r}")

@@ -22,8 +22,8 @@ import os
 import sqlite3
 import tarfile
 import tempfile
-import zipfile
 from typing import Any
+import zipfile
 
 from mage_jax.tasks import checkers, preparers
 from mage_jax.tasks.doc_types import need_fields, open_file
@@ -47,7 +47,7 @@ def sqlite_bytes(tables: dict[str, dict[str, Any]]) -> bytes:
 
 
 def png_bytes(size: list[int], fill: list[int], rects: list[list[Any]] = (), fmt: str = "PNG") -> bytes:
-  from PIL import Image, ImageDraw
+  from PIL import Image, ImageDraw   # Pillow only when an image is read or drawn (start-up cost)
   im = Image.new("RGB", tuple(size), tuple(fill))
   draw = ImageDraw.Draw(im)
   for x0, y0, x1, y1, color in rects:
@@ -108,7 +108,7 @@ def _sqlite_query(ctx, spec) -> float:
 
 
 def _image(ctx, spec):
-  from PIL import Image
+  from PIL import Image   # Pillow only when an image is read or drawn (start-up cost)
   f = open_file(ctx, spec)
   return None if f is None else Image.open(f)
 

@@ -39,7 +39,7 @@ def need_fields(*keys: str):
 
 # ---- preparers ---------------------------------------------------------------------------------
 def docx_bytes(paragraphs: list[Any], tables: list[list[list[Any]]] = ()) -> bytes:
-  import docx
+  import docx   # office-format library only for this document type (start-up cost)
   d = docx.Document()
   for p in paragraphs:
     p = {"text": p} if isinstance(p, str) else p
@@ -57,7 +57,7 @@ def docx_bytes(paragraphs: list[Any], tables: list[list[list[Any]]] = ()) -> byt
 
 
 def pdf_text_bytes(pages: list[str], title: str | None = None, author: str | None = None) -> bytes:
-  from fpdf import FPDF
+  from fpdf import FPDF   # PDF library only for this document type (start-up cost)
   pdf = FPDF()
   pdf.set_font("Helvetica", size=12)
   if title:
@@ -90,7 +90,7 @@ def docx_texts(doc) -> list[str]:
 
 
 def _docx(ctx, spec):
-  import docx
+  import docx   # office-format library only for this document type (start-up cost)
   f = open_file(ctx, spec)
   return None if f is None else docx.Document(f)
 
@@ -122,7 +122,7 @@ def _docx_style(ctx, spec) -> float:
 
 
 def _pdf(ctx, spec):
-  from pypdf import PdfReader
+  from pypdf import PdfReader   # PDF library only for this document type (start-up cost)
   f = open_file(ctx, spec)
   return None if f is None else PdfReader(f)
 
@@ -148,7 +148,7 @@ def _pdf_rotation(ctx, spec) -> float:
 
 
 def _wb(ctx, spec):
-  import openpyxl
+  import openpyxl   # office-format library only for this document type (start-up cost)
   f = open_file(ctx, spec)
   return None if f is None else openpyxl.load_workbook(f)
 
@@ -189,7 +189,7 @@ def _xlsx_style(ctx, spec) -> float:
 
 
 def _prs(ctx, spec):
-  from pptx import Presentation
+  from pptx import Presentation   # office-format library only for this document type (start-up cost)
   f = open_file(ctx, spec)
   return None if f is None else Presentation(f)
 

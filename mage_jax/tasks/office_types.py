@@ -16,6 +16,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from mage_jax.machine import apps
+from mage_jax.machine.sandbox import Sandbox, SandboxConfig
 from mage_jax.tasks import checkers, preparers
 
 APPS = ("calc", "writer", "impress", "gimp")
@@ -35,7 +37,6 @@ def _validate_office(spec, where):
 
 
 def _run_office(target, spec, root):
-  from mage_jax.machine import apps
   desktop = getattr(target, "desktop", None)
   if desktop is None:
     raise preparers.SetupError("an office app needs a local desktop; the task kind is 'terminal' "
@@ -51,7 +52,7 @@ preparers.register("office", preparers.Extension(_run_office, _validate_office))
 
 # ---- checkers ----------------------------------------------------------------------------------
 def _xlsx_values(ctx, spec) -> float:
-  import openpyxl
+  import openpyxl   # office-format library only for this document type (start-up cost)
   data = ctx.read_file(spec["path"])
   if data is None:
     return 0.0
@@ -67,8 +68,6 @@ XCF_TO_PNG = ('(let* ((img (car (gimp-file-load RUN-NONINTERACTIVE "/tmp/in.xcf"
 
 def xcf_to_png(data: bytes, timeout: float = 120) -> bytes | None:
   """GIMP's batch mode exports an .xcf's visible layers to PNG, in a sandbox of its own."""
-  from mage_jax.machine import apps
-  from mage_jax.machine.sandbox import Sandbox, SandboxConfig
   with Sandbox(SandboxConfig(ro_binds=apps.etc_binds())) as sb:
     sb.write_file("/tmp/in.xcf", data)
     apps._seed_profile(sb, "gimp")
@@ -80,7 +79,7 @@ def xcf_to_png(data: bytes, timeout: float = 120) -> bytes | None:
 
 
 def _image_props(ctx, spec) -> float:
-  from PIL import Image
+  from PIL import Image   # Pillow only when an image is read or drawn (start-up cost)
   data = ctx.read_file(spec["path"])
   if data is None:
     return 0.0

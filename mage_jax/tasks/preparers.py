@@ -79,7 +79,7 @@ def validate_spec(spec: dict[str, Any], where: str) -> None:
 
 
 def xlsx_bytes(sheets: dict[str, list[list[Any]]], merged: dict[str, list[str]] | None = None) -> bytes:
-  import openpyxl
+  import openpyxl   # office-format library only for this document type (start-up cost)
   wb = openpyxl.Workbook()
   wb.remove(wb.active)
   for name, rows in sheets.items():
@@ -94,7 +94,7 @@ def xlsx_bytes(sheets: dict[str, list[list[Any]]], merged: dict[str, list[str]] 
 
 
 def pptx_bytes(slides: list[dict[str, str]]) -> bytes:
-  from pptx import Presentation
+  from pptx import Presentation   # office-format library only for this document type (start-up cost)
   prs = Presentation()
   for s in slides:
     slide = prs.slides.add_slide(prs.slide_layouts[1])
@@ -107,7 +107,7 @@ def pptx_bytes(slides: list[dict[str, str]]) -> bytes:
 
 
 def pdf_bytes(pages: int) -> bytes:
-  from pypdf import PdfWriter
+  from pypdf import PdfWriter   # PDF library only for this document type (start-up cost)
   w = PdfWriter()
   for _ in range(pages):
     w.add_blank_page(width=612, height=792)

@@ -3,6 +3,7 @@ task ids and kinds. launch.eval, launch.collect, launch.evolve and launch.rl all
 from __future__ import annotations
 
 from mage_jax.tasks.package import TaskPackage, load_suite
+from mage_jax.tasks.realapps.suite import realapp_packages
 
 NAMED = ("builtin", "realapps")
 
@@ -14,7 +15,6 @@ def load_tasks(suite: str, ids: str = "", kinds: str = "", field: str = "config"
     from mage_jax.tasks.builtin import builtin_packages   # the built-in suite builds its packages on call
     pkgs = builtin_packages()
   elif suite == "realapps":
-    from mage_jax.tasks.realapps.suite import realapp_packages
     pkgs = realapp_packages()
   else:
     pkgs = load_suite(suite)

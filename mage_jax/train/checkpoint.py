@@ -21,6 +21,7 @@ shard and whatever sharding the restore uses.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -34,6 +35,7 @@ import orbax.checkpoint as ocp
 
 from mage_jax.models.config import RUNTIME_FIELDS
 from mage_jax.train.optimizer import path_str
+from mage_jax.train.state import param_shapes
 from mage_jax.weights.orbax_io import one_line, quiet_orbax
 
 log = logging.getLogger(__name__)
@@ -152,7 +154,6 @@ def compare_meta(saved: dict, expected: dict, where: str) -> None:
 
 
 def _flat_model_meta(model_cfg: Any) -> dict:
-  import dataclasses
   d = dataclasses.asdict(model_cfg) if dataclasses.is_dataclass(model_cfg) else dict(model_cfg)
   out = {}
 
@@ -167,7 +168,6 @@ def _flat_model_meta(model_cfg: Any) -> dict:
 
 
 def make_meta(model_cfg: Any, params: Any, extra: dict | None = None) -> dict:
-  from mage_jax.train.state import param_shapes
   return {"model": _flat_model_meta(model_cfg),
           "param_shapes": {k: [list(s), d] for k, (s, d) in param_shapes(params).items()},
           **(extra or {})}

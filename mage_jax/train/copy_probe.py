@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from mage_jax.data import packing, render
+from mage_jax.train import step as step_lib
 
 _WORD_CHAR = r"A-Za-z0-9_"
 
@@ -72,7 +73,6 @@ def probe_segments(episodes: Sequence[Any], values: Iterable[str], render_cfg: r
 def measure(t: Any, params: Any, segments: Sequence[packing.Segment], loss_chunk_size: int) -> dict[str, float]:
   """Mean NLL and accuracy over the segments' trained tokens, one segment per bin, through the
   trainer `t`'s (run_setup.Trainer) jitted eval step."""
-  from mage_jax.train import step as step_lib
   if not segments:
     raise ValueError("copy probe: no sample holds a held-out value token")
   scfg = step_lib.StepConfig(loss_chunk_size=loss_chunk_size)

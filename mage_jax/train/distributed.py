@@ -56,7 +56,7 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
     flags = os.environ.get("XLA_FLAGS", "")
     flags = re.sub(r"--xla_force_host_platform_device_count=\d+", "", flags)
     os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={cpu_devices}".strip()
-  import jax
+  import jax   # after XLA_FLAGS is set above: JAX reads it when it starts
   kw = settings(coordinator, num_processes, process_id)
   if kw is None:
     return False

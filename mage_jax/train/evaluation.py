@@ -13,21 +13,31 @@
 """
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Any
 
 import jax
+from jax.experimental import multihost_utils
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+
+from mage_jax.actions import parsing
+from mage_jax.data import images, render, trajectory
+from mage_jax.data import pipeline, records
+from mage_jax.data.config import source_names
+from mage_jax.data.importers import grounding
+from mage_jax.data.tokenizer import load_tokenizer
+from mage_jax.models import sampling
+from mage_jax.train import step as step_lib
+from mage_jax.train.state import merge_model
 
 
 def _heldout_batches(paths: list[str], max_bins: int, batch_size: int):
   """Host batches [batch_size, ...] of this process's share of the first `max_bins`
   bins of `paths`; the last batch is padded with empty bins (no trained tokens),
   so every bin is evaluated exactly once whatever the count."""
-  import itertools
-  from mage_jax.data import records
   pc, pi = jax.process_count(), jax.process_index()
   per = batch_size // pc
   records_ = itertools.islice(records.read_records(paths), max_bins)
@@ -59,7 +69,6 @@ def _gather_processes(x: Any) -> np.ndarray:
   """[process_count] of a host scalar (just [x] in one process)."""
   if jax.process_count() == 1:
     return np.asarray([x])
-  from jax.experimental import multihost_utils
   return np.asarray(multihost_utils.process_allgather(np.asarray(x)))
 
 
@@ -75,9 +84,6 @@ def heldout_loss(t: Any, params: Any, config: ml_collections.ConfigDict) -> dict
   Sources are evaluated one at a time and every trained token of a source's
   shards counts for that source, whatever source ids the held-out packing
   stored, so the result is exact per source (not a sample of a mixture)."""
-  from mage_jax.data import pipeline, records
-  from mage_jax.data.config import source_names
-  from mage_jax.train import step as step_lib
   names = source_names(t.data)
   scfg = step_lib.StepConfig(**config.step.to_dict())
   fn = t.jitted.setdefault("heldout", jax.jit(
@@ -122,8 +128,6 @@ def click_hit(ep: Any, text: str) -> tuple[bool, bool]:
   """(parsed, hit) of a reply to a grounding episode: synthetic ones (meta.target_box, 0..999
   units) test the predicted [x, y] in the box; imported ones (meta.grounding: ScreenSpot-v2,
   OSWorld-G, generic) use the importers' pixel-space test (box, polygon or refusal)."""
-  from mage_jax.actions import parsing
-  from mage_jax.data.importers import grounding
   r = parsing.parse_response(text)
   if not r.ok:
     return False, False
@@ -135,10 +139,6 @@ def click_hit(ep: Any, text: str) -> tuple[bool, bool]:
 
 def click_accuracy(t: Any, params: Any, config: ml_collections.ConfigDict,
                    jsonl: str) -> dict[str, float]:
-  from mage_jax.data import images, render, trajectory
-  from mage_jax.data.tokenizer import load_tokenizer
-  from mage_jax.models import sampling
-  from mage_jax.train.state import merge_model
   rcfg = render.RenderConfig.from_config(t.data.render.to_dict())
   renderer = render.Renderer(rcfg)
   tok = load_tokenizer(rcfg.tokenizer_path)

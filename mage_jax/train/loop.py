@@ -12,23 +12,27 @@ from __future__ import annotations
 
 import os
 import time
-import zlib
 from typing import Any
+import zlib
 
 import jax
 import ml_collections
 import numpy as np
 
+from mage_jax.data import pack_job
+from mage_jax.data import pipeline
+from mage_jax.data import records
+from mage_jax.data import synth as synth_lib
 from mage_jax.models.config import build_model_config
 from mage_jax.train import checkpoint as ckpt_lib
 from mage_jax.train import evaluation
 from mage_jax.train import flops as flops_lib
 from mage_jax.train import guards
+from mage_jax.train import lifecycle
 from mage_jax.train import metrics as metrics_lib
 from mage_jax.train import optimizer as opt_lib
 from mage_jax.train import run_setup as setup
 from mage_jax.train import step as step_lib
-from mage_jax.train import lifecycle
 from mage_jax.train.run_setup import SUMMARY, ConfigError, Trainer, initial_state, to_device  # noqa: F401  (re-exported)
 
 
@@ -68,12 +72,10 @@ def prepare(config: ml_collections.ConfigDict, workdir: str) -> ml_collections.C
   Returns the resolved `data` section; raises ConfigError for a missing data
   path or an empty dataset.
   """
-  from mage_jax.data import records
   data = ml_collections.ConfigDict(config.data.to_dict())
   synth = config.get("synth")
   root = synth_dir(config, workdir)
   if synth is not None and synth.enabled and not os.path.exists(os.path.join(root, "manifest.json")):
-    from mage_jax.data import synth as synth_lib
     print(f"generating synthetic data in {root}", flush=True)
     synth_lib.generate(root, seed=synth.seed, episodes=synth.episodes, grounding=synth.grounding,
                        width=synth.width, height=synth.height)
@@ -118,7 +120,6 @@ def run_pack(data: ml_collections.ConfigDict, out_dir: str, workers: int = 1,
 
   Safe in the trainer's process, which already runs JAX threads: workers == 1
   renders here without forking, and more workers use a spawn-context pool."""
-  from mage_jax.data import pack_job
   m = pack_job.pack(data, out_dir, workers, heldout_dir=heldout_dir,
                     heldout_episodes=heldout_episodes)
   held = sum(s["heldout"]["episodes"] for s in m["sources"].values())
@@ -128,7 +129,6 @@ def run_pack(data: ml_collections.ConfigDict, out_dir: str, workers: int = 1,
 
 
 def _shards(d: str) -> list[str]:
-  from mage_jax.data import records
   try:
     return records.shard_paths(d) if os.path.isdir(d) else []
   except (FileNotFoundError, ValueError):
@@ -136,7 +136,7 @@ def _shards(d: str) -> list[str]:
 
 
 def _count_bins(paths: list[str]) -> int:
-  import grain
+  import grain   # Grain only when a pipeline is built (start-up cost)
   return len(grain.sources.ArrayRecordDataSource(paths)) if paths else 0
 
 
@@ -153,7 +153,6 @@ def count_total_steps(config: ml_collections.ConfigDict, data: ml_collections.Co
 
 
 def make_iterator(data: ml_collections.ConfigDict):
-  from mage_jax.data import pipeline
   return pipeline.make_iterator(data)
 
 

@@ -108,7 +108,7 @@ class Logger:
     self._jsonl = open(os.path.join(workdir, "metrics.jsonl"), "a") if self.primary else None
     self._tb = None
     if self.primary and tensorboard:
-      from tensorboardX import SummaryWriter
+      from tensorboardX import SummaryWriter   # optional logger, only with log.tensorboard
       self._tb = SummaryWriter(os.path.join(workdir, "tb"))
     self._reset(time.perf_counter())
 

@@ -29,9 +29,9 @@ def _per_step(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
 
 def plot(workdir: str) -> list[str]:
   """Writes the PNGs; returns their paths."""
-  import matplotlib
+  import matplotlib   # matplotlib only when plotting (slow import)
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  import matplotlib.pyplot as plt   # matplotlib only when plotting (slow import)
   data = runs(workdir)
   if not data:
     raise FileNotFoundError(f"no metrics.jsonl under {workdir}")

@@ -37,8 +37,16 @@ import numpy as np
 
 from mage_jax import sharding
 from mage_jax.data import copy_corpus
+from mage_jax.data.tokenizer import Tokenizer
 from mage_jax.models.compact_vocab import CompactVocab
 from mage_jax.models.config import Qwen3Config
+from mage_jax.models.qwen3 import Qwen3ForCausalLM
+from mage_jax.train import loss as loss_lib
+from mage_jax.train import optimizer as opt_lib
+from mage_jax.train import state as state_lib
+from mage_jax.train import step as step_lib
+from mage_jax.train.run_setup import model_factory
+from mage_jax.weights.hf import save_hf
 
 BASE_FILE = "base.json"
 CODE_FILES = ("data/copy_corpus.py", "train/pretrain.py", "models/compact_vocab.py", "models/qwen3.py",
@@ -92,7 +100,6 @@ def read_base(d: str) -> dict | None:
 
 def build(config: ml_collections.ConfigDict, pools: copy_corpus.Pools, extra_texts: list[str],
           preambles: list[str]) -> Build:
-  from mage_jax.data.tokenizer import Tokenizer
   tok = Tokenizer(config.get("tokenizer", "") or None)
   corpus = copy_corpus.CopyCorpus(tok, pools, kinds=tuple(config.corpus.kinds),
                                   preambles=preambles, preamble_share=config.corpus.preamble_share,
@@ -153,12 +160,8 @@ class _Trainer:
   """The jitted SFT step on a one-device mesh, and the probe."""
 
   def __init__(self, config: ml_collections.ConfigDict, b: Build):
-    from flax import nnx
+    from flax import nnx   # keeps this module free of Flax at import time (start-up cost)
 
-    from mage_jax.train import optimizer as opt_lib
-    from mage_jax.train import state as state_lib
-    from mage_jax.train import step as step_lib
-    from mage_jax.train.run_setup import model_factory
     self.mesh = sharding.make_mesh(dict(data=1, fsdp=1, tensor=1), devices=jax.devices()[:1])
     factory = model_factory(b.model_cfg)
     ocfg = opt_lib.OptimizerConfig.from_config(config.optimizer, total_steps=config.curriculum.max_steps)
@@ -176,7 +179,6 @@ class _Trainer:
     def probe(params, batch):
       model = state_lib.merge_model(self.graphdef, params, self.rest)
       hidden = step_lib.model_hidden(model, batch)
-      from mage_jax.train import loss as loss_lib
       stats = loss_lib.token_stats(hidden, model.lm_head_kernel(), batch["targets"],
                                    mask=batch["value_mask"], bias=model.lm_head_bias(),
                                    chunk_size=self.scfg.loss_chunk_size)
@@ -189,7 +191,6 @@ class _Trainer:
     return {k: jax.device_put(v) for k, v in rows.items()}
 
   def step(self, rows: dict[str, np.ndarray]) -> dict[str, float]:
-    from mage_jax.train import step as step_lib
     batch = self._batch(rows)
     shape = tuple(batch["tokens"].shape)
     if shape not in self._steps:
@@ -266,10 +267,8 @@ def _curriculum(config, b: Build, trainer: _Trainer, workdir: str, log) -> tuple
 
 
 def _save(workdir: str, b: Build, params: Any, info: dict) -> None:
-  from flax import nnx
+  from flax import nnx   # keeps this module free of Flax at import time (start-up cost)
 
-  from mage_jax.models.qwen3 import Qwen3ForCausalLM
-  from mage_jax.weights.hf import save_hf
   pure = nnx.to_pure_dict(params)
   full = b.vocab.expand_params(jax.tree_util.tree_map(np.asarray, pure))
   model = nnx.eval_shape(lambda: Qwen3ForCausalLM(b.full_cfg, rngs=nnx.Rngs(0)))

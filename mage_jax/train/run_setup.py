@@ -21,12 +21,18 @@ import jax
 import ml_collections
 import numpy as np
 
-from mage_jax.models.config import build_model_config
 from mage_jax import sharding
+from mage_jax.data import pipeline
+from mage_jax.models.compact_vocab import CompactVocab
+from mage_jax.models.config import MageVLConfig, Qwen3Config
+from mage_jax.models.config import build_model_config
+from mage_jax.models.mage_vl import MageVL
+from mage_jax.models.qwen3 import Qwen3ForCausalLM
 from mage_jax.train import checkpoint as ckpt_lib
 from mage_jax.train import optimizer as opt_lib
 from mage_jax.train import state as state_lib
 from mage_jax.train import step as step_lib
+from mage_jax.weights import hf
 
 SUMMARY = "summary.json"
 
@@ -185,7 +191,6 @@ def compact_vocab(config: ml_collections.ConfigDict):
   path = config.model.get("compact_vocab", "")
   if not path:
     return None
-  from mage_jax.models.compact_vocab import CompactVocab
   try:
     return CompactVocab.load(path)
   except (ValueError, KeyError, OSError) as e:
@@ -209,7 +214,6 @@ def make_mesh(config: ml_collections.ConfigDict) -> Any:
 
 
 def to_device(batch: dict[str, np.ndarray], mesh: Any, data: ml_collections.ConfigDict):
-  from mage_jax.data import pipeline
   return pipeline.to_global(batch, mesh)
 
 
@@ -217,12 +221,9 @@ def to_device(batch: dict[str, np.ndarray], mesh: Any, data: ml_collections.Conf
 
 
 def model_factory(model_cfg: Any):
-  from mage_jax.models.config import MageVLConfig, Qwen3Config
   if isinstance(model_cfg, MageVLConfig):
-    from mage_jax.models.mage_vl import MageVL
     return lambda rngs: MageVL(model_cfg, rngs=rngs)
   if isinstance(model_cfg, Qwen3Config):
-    from mage_jax.models.qwen3 import Qwen3ForCausalLM
     return lambda rngs: Qwen3ForCausalLM(model_cfg, rngs=rngs)
   raise ConfigError(f"model arch {type(model_cfg).__name__} cannot be trained")
 
@@ -265,7 +266,7 @@ def build_trainer(config: ml_collections.ConfigDict, workdir: str, mesh: Any, to
     raise ConfigError(f"config.model.compact_vocab: {e}") from None
   factory = model_factory(model_cfg)
   ocfg = opt_lib.OptimizerConfig.from_config(config.optimizer, total_steps=total_steps)
-  import flax.nnx as nnx
+  import flax.nnx as nnx   # keeps this module free of Flax at import time (start-up cost)
   abstract_params = state_lib.split_model(nnx.eval_shape(lambda: factory(nnx.Rngs(0))))[1]
   tx = opt_lib.make_optimizer(ocfg, abstract_params)
   graphdef, rest, abstract = state_lib.abstract_state(factory, tx)
@@ -287,10 +288,8 @@ def params_from_hf(path: str, vision_dir: str, fresh_params: Any, model_cfg: Any
   `vision_dir` when given, else kept fresh. A Qwen3 LM with a tied head gives
   Mage-VL's untied head its embedding transposed. With a compact `vocab` the HF
   (full-vocabulary) rows are compacted (exact for a checkpoint it expanded)."""
-  from mage_jax.models.config import MageVLConfig
-  from mage_jax.weights import hf
   src_cfg, (_, src_state) = hf.load_hf(path, mesh=mesh, return_state=True)
-  import flax.nnx as nnx
+  import flax.nnx as nnx   # keeps this module free of Flax at import time (start-up cost)
   src = nnx.to_pure_dict(src_state)
   ours = nnx.to_pure_dict(fresh_params)
   if not isinstance(model_cfg, MageVLConfig):
@@ -342,7 +341,7 @@ def initial_state(t: Trainer) -> state_lib.TrainState:
 def compacted_stage_params(t: Trainer, src: str) -> Any:
   """A completed stage's final (full-vocabulary) params as the compact model's: the kept rows, and
   the rest row of the others (exact for params a compact stage expanded: its rows were all equal)."""
-  import flax.nnx as nnx
+  import flax.nnx as nnx   # keeps this module free of Flax at import time (start-up cost)
   full = state_lib.split_model(nnx.eval_shape(lambda: model_factory(t.full_cfg)(nnx.Rngs(0))))[1]
   meta = ckpt_lib.make_meta(t.full_cfg, full, {"config_name": t.config.get("name", "")})
   full = jax.tree_util.tree_map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
@@ -361,7 +360,7 @@ def final_params(t: Trainer, params: Any) -> tuple[Any, dict]:
   """(params, meta) a stage hands on: expanded to the full vocabulary when it trained a compact one."""
   if t.vocab is None:
     return params, t.meta
-  import flax.nnx as nnx
+  import flax.nnx as nnx   # keeps this module free of Flax at import time (start-up cost)
   pure = t.vocab.expand_params(jax.tree_util.tree_map(np.asarray, nnx.to_pure_dict(jax.device_get(params))))
   full = state_lib.split_model(nnx.eval_shape(lambda: model_factory(t.full_cfg)(nnx.Rngs(0))))[1]
   nnx.replace_by_pure_dict(full, pure)

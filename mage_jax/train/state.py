@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from flax import nnx
 import flax.struct
 import jax
 import jax.numpy as jnp
-import optax
-from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import optax
+
+from mage_jax.train.optimizer import path_str
 
 
 @flax.struct.dataclass
@@ -48,7 +50,6 @@ def state_shardings(tx: optax.GradientTransformation, abstract: TrainState,
   have its shape follow that param; counts and other scalars are replicated.
   Frozen groups hold MaskedNode (no leaves), so they need nothing."""
   del tx
-  from mage_jax.train.optimizer import path_str
   rep = replicated(mesh)
   params = {path_str(p): (leaf.shape, sh) for (p, leaf), sh in zip(
       jax.tree_util.tree_flatten_with_path(abstract.params)[0],
@@ -105,7 +106,6 @@ def init_state(model_factory: Callable[[nnx.Rngs], nnx.Module], tx: optax.Gradie
 
 def param_shapes(params: Any) -> dict[str, tuple[tuple[int, ...], str]]:
   """{'path': (shape, dtype)} for comparing a checkpoint against the model."""
-  from mage_jax.train.optimizer import path_str
   out = {}
   for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
     out[path_str(path)] = (tuple(int(d) for d in leaf.shape), str(leaf.dtype))
@@ -114,7 +114,6 @@ def param_shapes(params: Any) -> dict[str, tuple[tuple[int, ...], str]]:
 
 def flat_paths(params: Any) -> dict[str, Any]:
   """{'language_model/embed_tokens/embedding': leaf, ...} (nnx's trailing '/value' dropped)."""
-  from mage_jax.train.optimizer import path_str
   out = {}
   for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
     name = path_str(path)
@@ -123,7 +122,6 @@ def flat_paths(params: Any) -> dict[str, Any]:
 
 
 def count_params(params: Any, prefix: str | None = None) -> int:
-  from mage_jax.train.optimizer import path_str
   total = 0
   for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
     name = path_str(path)

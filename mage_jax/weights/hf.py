@@ -17,11 +17,15 @@ import json
 import os
 from typing import Any, Callable
 
+from flax import nnx
 import jax
 import numpy as np
-from flax import nnx
+from tqdm import tqdm
 
 from mage_jax.models.config import MageVLConfig, Qwen3Config
+from mage_jax.models.mage_vl import MageVL
+from mage_jax.models.qwen3 import Qwen3ForCausalLM
+from mage_jax.sharding import param_shardings
 from mage_jax.weights import hf_layout
 from mage_jax.weights import names as names_lib
 from mage_jax.weights.names import ModelConfig, TensorSpec
@@ -63,9 +67,7 @@ def architecture(cfg: ModelConfig) -> str:
 
 def build_model(cfg: ModelConfig, rngs: nnx.Rngs) -> nnx.Module:
   if isinstance(cfg, MageVLConfig):
-    from mage_jax.models.mage_vl import MageVL
     return MageVL(cfg, rngs=rngs)
-  from mage_jax.models.qwen3 import Qwen3ForCausalLM
   return Qwen3ForCausalLM(cfg, rngs=rngs)
 
 
@@ -129,7 +131,6 @@ def target_shardings(abstract_state: nnx.State, mesh) -> dict[str, jax.sharding.
   if mesh is None:
     device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
     return {p: device for p in flat}
-  from mage_jax.sharding import param_shardings
   shardings = param_shardings(abstract_state, mesh)
   return {p: s for p, (_, s) in flat_params(shardings).items()}
 
@@ -189,7 +190,6 @@ def load_hf(path: str, *, mesh: jax.sharding.Mesh | None = None, param_dtype: st
 def _progress_bar(total: int, enabled: bool, desc: str):
   if not enabled:
     return None
-  from tqdm import tqdm
   return tqdm(total=total, desc=desc, unit="tensor")
 
 

@@ -14,6 +14,7 @@ import importlib
 from typing import Any
 
 from mage_jax.forge import skill as skill_lib
+from mage_jax.forge.skills.base import CAPABILITIES, DOMAINS
 
 VERSION = 2
 # module -> the domain it declares, in taxonomy order (the document's order must not depend on which
@@ -26,14 +27,12 @@ DOMAIN_MODULES = {"shell": "shell", "text": "text", "csvdata": "csv", "spreadshe
 
 def load_all() -> dict[str, skill_lib.Skill]:
   """The library's skills (the registry may also hold skills registered elsewhere, e.g. by tests)."""
-  from mage_jax.forge.skills.base import DOMAINS
   for name in DOMAIN_MODULES:
     importlib.import_module(f"mage_jax.forge.skills.{name}")
   return {sid: s for sid, s in skill_lib.REGISTRY.items() if s.domain in DOMAINS}
 
 
 def taxonomy_from_registry() -> dict[str, Any]:
-  from mage_jax.forge.skills.base import CAPABILITIES, DOMAINS
   doms: dict[str, dict[str, Any]] = {}
   for s in load_all().values():
     d = doms.setdefault(s.domain, {"id": s.domain, "description": DOMAINS[s.domain], "capabilities": {}})

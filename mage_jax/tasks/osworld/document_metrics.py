@@ -29,9 +29,9 @@ from __future__ import annotations
 import difflib
 import io
 import re
-import zipfile
 from typing import Any
 from xml.etree import ElementTree
+import zipfile
 
 import numpy as np
 
@@ -53,7 +53,7 @@ def paragraphs(data: bytes) -> list[str]:
     if "content.xml" in z.namelist():   # OpenDocument text
       root = ElementTree.fromstring(z.read("content.xml"))
       return ["".join(p.itertext()) for p in root.iter(f"{{{_ODF_TEXT}}}p")]
-  import docx
+  import docx   # office-format library only for this document type (start-up cost)
   return [p.text for p in docx.Document(io.BytesIO(data)).paragraphs]
 
 
@@ -80,7 +80,7 @@ def compare_docx_files(result: bytes | None, expected: bytes | None, ignore_blan
 
 
 def _docx_doc(data: bytes):
-  import docx
+  import docx   # office-format library only for this document type (start-up cost)
   return docx.Document(io.BytesIO(data))
 
 
@@ -227,7 +227,7 @@ def _same_shape(s1, s2, o: dict) -> bool:
 def compare_pptx_files(result: bytes | None, expected: bytes | None, **options) -> float:
   if not result or not expected:
     return 0.0
-  from pptx import Presentation
+  from pptx import Presentation   # office-format library only for this document type (start-up cost)
   try:
     prs1, prs2 = Presentation(io.BytesIO(result)), Presentation(io.BytesIO(expected))
   except Exception:
@@ -249,7 +249,7 @@ def compare_pptx_files(result: bytes | None, expected: bytes | None, **options) 
 
 # ---- PDFs and images ---------------------------------------------------------------------------
 def pdf_text(data: bytes) -> str:
-  import pypdf
+  import pypdf   # PDF library only for this document type (start-up cost)
   return "".join(page.extract_text() or "" for page in pypdf.PdfReader(io.BytesIO(data)).pages).strip()
 
 
@@ -286,7 +286,7 @@ def ssim(a: np.ndarray, b: np.ndarray, data_range: float = 255.0) -> float:
 def compare_images(result: bytes | None, expected: bytes | None, **_) -> float:
   if not result or not expected:
     return 0.0
-  from PIL import Image
+  from PIL import Image   # Pillow only when an image is read or drawn (start-up cost)
   try:
     i1, i2 = Image.open(io.BytesIO(result)).convert("L"), Image.open(io.BytesIO(expected)).convert("L")
   except Exception:
@@ -302,7 +302,7 @@ def compare_images(result: bytes | None, expected: bytes | None, **_) -> float:
 def check_structure_sim(result: bytes | None, expected: bytes | None, **_) -> float:
   if not result or not expected:
     return 0.0
-  from PIL import Image
+  from PIL import Image   # Pillow only when an image is read or drawn (start-up cost)
   try:
     a, b = np.asarray(Image.open(io.BytesIO(result))), np.asarray(Image.open(io.BytesIO(expected)))
   except Exception:

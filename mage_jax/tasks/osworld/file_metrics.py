@@ -26,8 +26,8 @@ import io
 import operator
 import re
 import sqlite3
-import zipfile
 from typing import Any
+import zipfile
 
 from mage_jax.tasks.osworld.document_metrics import fuzzy_ratio, pdf_text
 
@@ -50,7 +50,7 @@ def compare_python_pure_text(result: bytes | None, expected: bytes | None, **_) 
 
 
 def check_pdf_pages(result: bytes | None, rules: dict, **_) -> float:
-  from pypdf import PdfReader
+  from pypdf import PdfReader   # PDF library only for this document type (start-up cost)
   if result is None:
     return 0.0
   try:
@@ -61,7 +61,7 @@ def check_pdf_pages(result: bytes | None, rules: dict, **_) -> float:
 
 
 def fuzzy_place_math(result: bytes | None, rules: dict, **_) -> float:
-  import docx
+  import docx   # office-format library only for this document type (start-up cost)
   if result is None:
     return 0.0
   try:
@@ -107,7 +107,7 @@ def _html_nodes(el):
 
 
 def compare_htmls(result: bytes | None, expected: bytes | None, **_) -> float:
-  import lxml.html
+  import lxml.html   # lxml only for HTML comparisons (start-up cost)
   if not result or not expected:
     return 0.0
   try:
@@ -118,7 +118,7 @@ def compare_htmls(result: bytes | None, expected: bytes | None, **_) -> float:
 
 
 def compare_conference_city_in_order(result: bytes | None, rules: dict, **_) -> float:
-  import openpyxl
+  import openpyxl   # office-format library only for this document type (start-up cost)
   if not result:
     return 0.0
   try:
@@ -137,7 +137,7 @@ def compare_conference_city_in_order(result: bytes | None, rules: dict, **_) -> 
 
 
 def _epub_parts(data: bytes) -> list[tuple[str, str]]:
-  import lxml.html
+  import lxml.html   # lxml only for HTML comparisons (start-up cost)
   parts = []
   try:
     with zipfile.ZipFile(io.BytesIO(data)) as z:

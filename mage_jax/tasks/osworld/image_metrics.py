@@ -36,7 +36,7 @@ from mage_jax.tasks.osworld.document_metrics import ssim
 
 
 def _open(data: bytes | None):
-  from PIL import Image
+  from PIL import Image   # Pillow only when an image is read or drawn (start-up cost)
   if not data:
     return None
   try:
@@ -71,7 +71,7 @@ def _two(result: bytes | None, expected: bytes | None):
 
 
 def compare_image_list(result: Any, expected: Any, **_) -> float:
-  from PIL import ImageChops
+  from PIL import ImageChops   # Pillow only when an image is read or drawn (start-up cost)
   pairs = list(zip(result, expected)) if isinstance(result, list) else [(result, expected)]
   for r, e in pairs:
     a, b = _two(r, e)
@@ -135,7 +135,7 @@ def check_palette_and_structure_sim(result: bytes | None, expected: bytes | None
 
 
 def check_image_mirror(result: bytes | None, expected: bytes | None, **_) -> float:
-  from PIL import Image
+  from PIL import Image   # Pillow only when an image is read or drawn (start-up cost)
   a, b = _two(result, expected)
   return float(a is not None and _similar(a.transpose(Image.Transpose.FLIP_LEFT_RIGHT), b, 0.99))
 

@@ -30,10 +30,11 @@ import os
 import re
 import shlex
 import shutil
-import urllib.parse
 from typing import Any
+import urllib.parse
 
 from mage_jax.tasks.osworld import archive_metrics, cache as cache_lib, pyautogui_steps, table_metrics, task_types
+from mage_jax.tasks.package import package_from_dict
 
 CHROME = ("google-chrome", "chromium", "chromium-browser", "google-chrome-stable")
 _KILL_CHROME = re.compile(r"(pkill|killall)\s+(-f\s+)?(google-chrome|chrome)")
@@ -313,7 +314,6 @@ def convert(task: Any, source: str, cache_dir: str | None = None,
 
 def write(res: Result, out_dir: str) -> str:
   """Writes an imported package as <out_dir>/<package id>/task.json (+ files/); validates it first."""
-  from mage_jax.tasks.package import package_from_dict
   d = os.path.join(out_dir, res.package["id"])
   package_from_dict(res.package, source=res.source, root=d)   # raises on anything malformed
   os.makedirs(os.path.join(d, "files"), exist_ok=True)

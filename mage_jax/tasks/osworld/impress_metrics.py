@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import io
 import math
-import zipfile
 from typing import Any
 from xml.etree import ElementTree
+import zipfile
 
 from mage_jax.tasks.osworld import lo_registry
 
@@ -34,7 +34,7 @@ EMU_PER_INCH = 914400
 
 
 def _prs(data: bytes | None):
-  from pptx import Presentation
+  from pptx import Presentation   # office-format library only for this document type (start-up cost)
   if not data:
     return None
   try:
@@ -84,7 +84,7 @@ def check_page_number_colors(result: bytes | None, rules: dict, **_) -> float:
 
 
 def evaluate_presentation_fill_to_rgb_distance(result: bytes | None, rules: dict, **_) -> float:
-  from pptx.enum.dml import MSO_FILL
+  from pptx.enum.dml import MSO_FILL   # office-format library only for this document type (start-up cost)
   p = _prs(result)
   if p is None or not len(p.slides):
     return 0.0
@@ -105,7 +105,7 @@ def evaluate_presentation_fill_to_rgb_distance(result: bytes | None, rules: dict
 
 
 def check_image_stretch_and_center(result: bytes | None, expected: bytes | None, **_) -> float:
-  from pptx.enum.shapes import MSO_SHAPE_TYPE
+  from pptx.enum.shapes import MSO_SHAPE_TYPE   # office-format library only for this document type (start-up cost)
   modified, original = _prs(result), _prs(expected)
   if modified is None or original is None or not len(modified.slides) or not len(original.slides):
     return 0.0

@@ -10,6 +10,8 @@ Click coordinates are OSWorld's 1920x1080 screen, mapped to our [0, 999] coordin
 """
 from __future__ import annotations
 
+import shlex
+import time
 from typing import Any
 
 from mage_jax.actions import pyautogui
@@ -45,7 +47,6 @@ def code_of(params: dict) -> str | None:
   if isinstance(cmd, list) and "-c" in cmd[:-1] and str(cmd[0]).startswith("python"):
     return str(cmd[cmd.index("-c") + 1])
   if isinstance(cmd, str):
-    import shlex
     try:
       argv = shlex.split(cmd)
     except ValueError:
@@ -56,7 +57,6 @@ def code_of(params: dict) -> str | None:
 
 def run(desktop, calls: list[dict[str, Any]]) -> None:
   """Runs the calls on the episode's desktop (waits capped: the sandbox settles fast)."""
-  import time
   for c in calls:
     if c["action"] == "wait":
       time.sleep(min(float(c["time"]), 2.0))

@@ -38,10 +38,15 @@
 """
 from __future__ import annotations
 
+import csv
+import io
+import itertools
 import json
 import re
 from typing import Any
 from urllib.parse import urlparse, urlunparse
+
+from mage_jax.tasks.osworld.table_metrics import match_rule
 
 
 def _text(b: Any) -> str | None:
@@ -103,8 +108,6 @@ def is_expected_tabs(result: Any, rules: dict, **_) -> float:
 
 
 def check_csv(result: Any, rules: dict, **_) -> float:
-  import csv
-  import io
   text = _text(result)
   if text is None:
     return 0.0
@@ -115,7 +118,6 @@ def check_csv(result: Any, rules: dict, **_) -> float:
 
 
 def check_json(result: Any, rules: dict, **_) -> float:
-  from mage_jax.tasks.osworld.table_metrics import match_rule
   text = _text(result)
   if text is None:
     return 0.0
@@ -152,7 +154,6 @@ def compare_config(result: Any, rules: dict, **_) -> float:
 
 
 def is_expected_bookmarks(result: Any, rules: dict, **_) -> float:
-  import itertools
   if not result:
     return 0.0
   bar = (result.get("bookmark_bar") or {}).get("children", [])
@@ -175,7 +176,6 @@ _PREF = re.compile(r'^user_pref\("(?P<key>(?:[^"]|\\")+)", (?P<val>.+)\);$')
 
 
 def check_thunderbird_prefs(result: Any, rules: dict, **_) -> float:
-  from mage_jax.tasks.osworld.table_metrics import match_rule
   text = _text(result)
   if text is None:
     return 0.0

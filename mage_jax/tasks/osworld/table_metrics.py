@@ -44,12 +44,20 @@ with the rule named.
 """
 from __future__ import annotations
 
+import functools
 import io
+import operator
+import os
+import re
 from typing import Any
 
+import openpyxl
 from openpyxl.utils import get_column_letter
+from openpyxl.utils.cell import coordinate_to_tuple
+from openpyxl.worksheet.cell_range import MultiCellRange
 
 from mage_jax.tasks.osworld import table_styles
+from mage_jax.tasks.osworld.document_metrics import fuzzy_ratio
 
 SUPPORTED_RULES = ("sheet_data", "sheet_name", "chart", "pivot_table", "freeze", "zoom", "check_cell", "sheet_fuzzy",
                    "sheet_print", "style", "row_props", "data_validation")
@@ -58,9 +66,6 @@ CELL_PROPS = ("value",) + table_styles.STYLE_PROPS
 
 def match_rule(value: Any, rule: dict) -> bool:
   """OSWorld's value rule {method, ref} (see the module doc)."""
-  import functools
-  import operator
-  import re
   method = rule["method"]
   if method.startswith("re"):
     flags = functools.reduce(operator.or_, (getattr(re, f) for f in method.split(".")[1:]), re.RegexFlag(0))
@@ -76,7 +81,7 @@ def match_rule(value: Any, rule: dict) -> bool:
     except (TypeError, ValueError):
       return False
   if method == "spreadsheet_range":   # ref [inner, outer]: the ranges cover inner and lie within outer
-    from openpyxl.worksheet.cell_range import MultiCellRange
+    from openpyxl.worksheet.cell_range import MultiCellRange   # office-format library only for this document type (start-up cost)
     if not isinstance(value, MultiCellRange):
       value = MultiCellRange(str(value))
     inner, outer = MultiCellRange(rule["ref"][0]), MultiCellRange(rule["ref"][1])
@@ -94,7 +99,6 @@ def match_rule(value: Any, rule: dict) -> bool:
 
 
 def _book(data: bytes, data_only: bool = True):
-  import openpyxl
   return openpyxl.load_workbook(io.BytesIO(data), data_only=data_only)
 
 
@@ -140,7 +144,6 @@ def _trim(rows: list[list]) -> tuple[list[list], int, int]:
 
 def pivots(ws, props: list[str]) -> dict[str, dict[str, Any]] | None:
   """{source range: {property: value}} for the pivot tables of `ws` (None: no such sheet)."""
-  from openpyxl.utils.cell import coordinate_to_tuple
   if ws is None:
     return None
   out = {}
@@ -199,8 +202,6 @@ def _cell_text(ws, coordinate: str) -> str:
 
 
 def _fuzzy_cells(ws1, ws2, rule: dict) -> bool:
-  from openpyxl.worksheet.cell_range import MultiCellRange
-  from mage_jax.tasks.osworld.document_metrics import fuzzy_ratio
   ranges = rule["range"] if isinstance(rule["range"], list) else [rule["range"]]
   for rng in MultiCellRange(" ".join(ranges)).ranges:
     for row, col in rng.cells:
@@ -228,7 +229,6 @@ def _fuzzy_cells(ws1, ws2, rule: dict) -> bool:
 
 def csv_sheet(book_name: str, csv_name: str) -> str | None:
   """The sheet a `<book stem>-<sheet>.csv` export holds, else None."""
-  import os
   stem, name = os.path.splitext(os.path.basename(book_name))[0], os.path.basename(csv_name)
   return name[len(stem) + 1:-len(".csv")] if name.startswith(stem + "-") and name.endswith(".csv") else None
 

@@ -30,6 +30,8 @@ from mage_jax.tasks.osworld import (archive_metrics, browser_getters, chrome_pro
                                     pyautogui_steps, relative_time, rule_metrics, table_metrics, vlc_metrics, writer_metrics)
 from mage_jax.machine.sandbox import Unreadable, sandbox_env
 from mage_jax.tasks import checkers, preparers
+from mage_jax.machine import apps
+from mage_jax.tasks.web import browser
 
 CHROME_PREFS = "/home/user/.config/chromium/Default/Preferences"
 CHROME_BOOKMARKS = "/home/user/.config/chromium/Default/Bookmarks"
@@ -135,7 +137,7 @@ def _text(b: bytes | None) -> str | None:
 
 
 def _docx(b: bytes):
-  import docx
+  import docx   # office-format library only for this document type (start-up cost)
   return docx.Document(io.BytesIO(b))
 
 
@@ -196,7 +198,6 @@ def _postconfig(ctx, steps: list[dict]) -> dict[str, bytes]:
         close_window(desktop, p["window_name"], bool(p.get("strict")), bool(p.get("by_class")))
     elif step["type"] == "open":   # a file in its real app (OSWorld opens the gold workbook so Calc re-saves it)
       if desktop is not None:
-        from mage_jax.machine import apps
         apps.launch(desktop, OFFICE_APPS[os.path.splitext(step["path"])[1].lower()], step["path"])
     elif step["type"] == "sleep":   # OSWorld waits for its VM; a local sandbox settles in far less
       time.sleep(min(float(p["seconds"]), POSTCONFIG_SLEEP_CAP))
@@ -216,9 +217,8 @@ def close_window(desktop, name: str, strict: bool, by_class: bool) -> int:
   """OSWorld's close_window: asks the window manager to close (EWMH _NET_CLOSE_WINDOW, the app gets
   WM_DELETE_WINDOW and quits its own way) every window whose title, or WM_CLASS "instance.Class" when
   by_class, equals `name` (strict) or contains it; waits until they are gone. Returns how many."""
-  from Xlib import X
-  from Xlib.protocol import event
-  from mage_jax.machine import apps
+  from Xlib import X   # python-xlib only on the desktop path
+  from Xlib.protocol import event   # python-xlib only on the desktop path
 
   def matches():
     key = name.lower().replace(".", " ") if by_class else name
@@ -305,8 +305,6 @@ def _run_browser(target, spec, root):
   """Chromium (normal window, profile ~/.config/chromium) on OSWorld's URLs as tabs, with the DevTools
   port the tab getters read (browser_getters.py). When Chromium already runs (a file OSWorld opens in
   its viewer, `viewer` steps), the URLs become new tabs of that browser."""
-  from mage_jax.machine import apps
-  from mage_jax.tasks.web import browser
   if getattr(target, "desktop", None) is None:
     raise preparers.SetupError("the browser needs a desktop; the task kind is 'terminal'")
   running = any("chromium" in cls for cls, _, _ in apps.client_windows(target.desktop))

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import io
 import re
-import zipfile
 from typing import Any
 from xml.etree import ElementTree
+import zipfile
 
 import numpy as np
 
@@ -45,7 +45,7 @@ W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
 
 def _doc(data: bytes | None):
-  import docx
+  import docx   # office-format library only for this document type (start-up cost)
   if not data:
     return None
   try:
@@ -106,7 +106,7 @@ def _images(d) -> list[bytes]:
 
 
 def compare_docx_images(result: bytes | None, expected: bytes | None, **_) -> float:
-  from PIL import Image
+  from PIL import Image   # Pillow only when an image is read or drawn (start-up cost)
   d1, d2 = _docs(result, expected)
   if d1 is None:
     return 0.0
@@ -172,7 +172,7 @@ def evaluate_strike_through_last_paragraph(result: bytes | None, expected: bytes
 
 def check_tabstops(result: bytes | None, expected: bytes | None, word_number_split_by_tabstop: int | None = None,
                    index: int = 0, **_) -> float:
-  from docx.enum.text import WD_TAB_ALIGNMENT
+  from docx.enum.text import WD_TAB_ALIGNMENT   # office-format library only for this document type (start-up cost)
   d1, d2 = _docs(result, expected)
   if d1 is None:
     return 0.0

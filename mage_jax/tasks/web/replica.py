@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import importlib.util
 import os
 import shutil
 import sqlite3
@@ -60,7 +61,6 @@ def _template(app: str) -> str:
   """The app's pristine database, built once per process (schema + seed rows of server.py)."""
   with _LOCK:
     if app not in _TEMPLATES:
-      import importlib.util
       spec = importlib.util.spec_from_file_location("mage_web_server", SERVER_SOURCE)
       mod = importlib.util.module_from_spec(spec)
       spec.loader.exec_module(mod)

@@ -12,6 +12,7 @@ JSON state keeps the app's history under "events": every save or choice, in orde
 it recorded. A checker can then tell "X was chosen" from "every option was tried and X came last"
 (checkers.app_state).
 """
+import csv
 import json
 import os
 import sys
@@ -135,7 +136,6 @@ class Grid(App):
     self.button("Save", "save", self.save)
 
   def save(self):
-    import csv
     with open(self.out, "w", newline="") as f:
       w = csv.writer(f)
       w.writerow(self.cfg["columns"])
