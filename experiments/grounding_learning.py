@@ -18,6 +18,7 @@ over; comparing the two says whether reading position is what binds.
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 1500 --max_buttons 1
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 1500 --max_buttons 1 --background ramp
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 400 --target cell --background ramp
+  PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 400 --target cell --background desktop
 Results: docs/results.md, "Issue 36, sessions 9-10" (one button: colour read in 300 steps, place not in 1,250).
 """
 import argparse
@@ -40,10 +41,12 @@ ap.add_argument("--batch", type=int, default=16)
 ap.add_argument("--lr", type=float, default=1e-3)
 ap.add_argument("--seed", type=int, default=0)
 ap.add_argument("--max_buttons", type=int, default=1)
-ap.add_argument("--background", choices=("plain", "ramp", "wallpaper"), default="plain",
+ap.add_argument("--background", choices=("plain", "ramp", "wallpaper", "desktop"), default="plain",
                 help="ramp: the place blended into every pixel, buttons included; wallpaper: into the "
                      "background only (a desktop's gradient: the place must be read off the button's "
-                     "surroundings)")
+                     "surroundings); desktop: a flat screen with a desktop's chrome at its edges (a menu "
+                     "bar with items on top, a taskbar with icons at the bottom, a dock of icons on the "
+                     "left): landmarks to measure a place from, no gradient")
 ap.add_argument("--target", choices=("place", "cell", "colour"), default="place",
                 help="colour: a sanity check of the vision path; the answer is the button's colour "
                      "index c written as the point (111c, 111c), the prompt names no colour, and "
@@ -73,6 +76,26 @@ BACKGROUND = np.full((H, W, 3), 235, np.uint8)
 WALLPAPER = (0.75 * BACKGROUND + 0.25 * RAMP).round().astype(np.uint8)
 
 
+def desktop_chrome():
+  """A flat screen with landmarks only at the edges, as a real desktop has: the content area where
+  buttons go is x >= 40, 24 <= y < H - 32."""
+  img = BACKGROUND.copy()
+  img[:24] = (45, 45, 50)                                   # menu bar
+  for i in range(7):                                        # its items, fixed places
+    img[8:16, 12 + 64 * i:12 + 64 * i + 40] = (200, 200, 205)
+  img[H - 32:] = (30, 60, 110)                              # taskbar
+  for i in range(12):                                       # its icons, in hue order
+    hue = np.array([(i * 37) % 255, (i * 91 + 60) % 255, (i * 53 + 120) % 255], np.uint8)
+    img[H - 26:H - 6, 8 + 52 * i:28 + 52 * i] = hue
+  img[24:H - 32, :40] = (70, 70, 80)                        # dock
+  for j in range((H - 56) // 40):                           # its icons
+    img[32 + 40 * j:56 + 40 * j, 8:32] = ((j * 67) % 255, (j * 29 + 100) % 255, 200)
+  return img
+
+
+DESKTOP = desktop_chrome()
+
+
 def painted(img):
   if args.background != "ramp":
     return img
@@ -83,9 +106,11 @@ def screen(rng):
   """(image, colour index, box in 0..999 units [x0, y0, x1, y1])."""
   n = int(rng.integers(1, args.max_buttons + 1))
   colours = rng.permutation(len(COLOURS))[:n]
-  img, boxes = (WALLPAPER if args.background == "wallpaper" else BACKGROUND).copy(), []
+  base = {"wallpaper": WALLPAPER, "desktop": DESKTOP}.get(args.background, BACKGROUND)
+  img, boxes = base.copy(), []
+  x_lo, y_lo, y_hi = (40, 24, H - 32) if args.background == "desktop" else (0, 0, H)
   while len(boxes) < n:
-    x, y = int(rng.integers(0, W - BOX_W)), int(rng.integers(0, H - BOX_H))
+    x, y = int(rng.integers(x_lo, W - BOX_W)), int(rng.integers(y_lo, y_hi - BOX_H))
     if any(x < b[2] and b[0] < x + BOX_W and y < b[3] and b[1] < y + BOX_H for b in boxes):
       continue
     boxes.append((x, y, x + BOX_W, y + BOX_H))
