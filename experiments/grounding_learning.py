@@ -52,6 +52,8 @@ ap.add_argument("--target", choices=("place", "cell", "colour"), default="place"
                      "index c written as the point (111c, 111c), the prompt names no colour, and "
                      "x_hundreds is the colour read-out's accuracy (chance 1/6); cell: the same "
                      "form for the button centre's cell k of a 3 x 3 grid (a coarse place, chance 1/9)")
+ap.add_argument("--vit_layers", type=int, default=2,
+                help="vision tower depth (the proof's is 2): more layers, more attention hops across the screen")
 ap.add_argument("--every", type=int, default=250)
 ap.add_argument("--eval_screens", type=int, default=200)
 args = ap.parse_args()
@@ -152,7 +154,7 @@ def batch(rng, n):
 text = Qwen3Config(vocab_size=VOCAB, hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
                    num_key_value_heads=2, head_dim=32, intermediate_size=384,
                    tie_word_embeddings=True, rope_theta=5_000_000.0)
-vision = MageViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+vision = MageViTConfig(hidden_size=64, num_hidden_layers=args.vit_layers, num_attention_heads=2,
                        intermediate_size=192, out_hidden_size=128)
 model = MageVL(MageVLConfig(text=text, vision=vision, image_token_id=IMG, vision_start_token_id=VSTART,
                             vision_end_token_id=VEND), rngs=nnx.Rngs(args.seed))
