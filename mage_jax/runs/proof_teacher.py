@@ -44,10 +44,8 @@ def collect_teacher_data(out_dir: str, seed: int = 0, per_template: int | None =
             "pools": {k: {split: len(v) for split, v in p.items()} for k, p in pf.value_pools(family).items()},
             "per_template": dict(collections.Counter(pf.template_of(r.task_id) for r in kept)),
             "failed": {r.task_id: failure_line(r) for r in results if not r.success}}
-  with open(os.path.join(out_dir, "teacher.json"), "w") as f:
-    json.dump(report, f, indent=1)
-  print(f"teacher: {len(kept)}/{len(tasks)} {split} episodes kept {report['per_template']}"
-        + (f"; {len(report['failed'])} failed (see teacher.json)" if report["failed"] else ""), flush=True)
+  write_report(out_dir, "teacher.json", report,
+               f"teacher: {len(kept)}/{len(tasks)} {split} episodes kept {report['per_template']}")
   return path
 
 
@@ -89,8 +87,12 @@ def collect_grounding(out_dir: str, tasks: list[TaskPackage], workers: int = 2) 
             "buttons": dict(collections.Counter(
                 str(len(next(s for s in t.setup if s["type"] == "app")["config"]["places"])) for t in tasks)),
             "failed": {r.task_id: failure_line(r) for r in results if not r.success}}
-  with open(os.path.join(out_dir, "grounding.json"), "w") as f:
-    json.dump(report, f, indent=1)
-  print(f"grounding: {len(kept)}/{len(tasks)} click screens kept -> {path}"
-        + (f"; {len(report['failed'])} failed (grounding.json)" if report["failed"] else ""), flush=True)
+  write_report(out_dir, "grounding.json", report, f"grounding: {len(kept)}/{len(tasks)} click screens kept -> {path}")
   return path
+
+
+def write_report(out_dir: str, name: str, report: dict, line: str) -> None:
+  """<out_dir>/<name> = `report`; one progress line, naming the failures' count and file."""
+  with open(os.path.join(out_dir, name), "w") as f:
+    json.dump(report, f, indent=1)
+  print(line + (f"; {len(report['failed'])} failed (see {name})" if report["failed"] else ""), flush=True)
