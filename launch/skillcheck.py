@@ -35,7 +35,8 @@ def main(argv) -> None:
     raise app.UsageError(f"--skills: unknown skill ids {unknown}; see mage_jax/forge/taxonomy.json")
   ids = FLAGS.skills or [i for i in reg if not FLAGS.domains or reg[i].domain in FLAGS.domains]
   t0 = time.monotonic()
-  res = gate_skills(ids, lambda: LocalEnv(EnvConfig(width=800, height=600, command_timeout=30)), FLAGS.seed,
+  # the Forge engine's screen (EnvConfig's 1280x800): the real-app skills click fixed pixels of it
+  res = gate_skills(ids, lambda: LocalEnv(EnvConfig(command_timeout=30)), FLAGS.seed,
                     FLAGS.workers)
   print(summary(res))
   print(f"{sum(r.passed for r in res)}/{len(res)} accepted in {time.monotonic() - t0:.0f} s")

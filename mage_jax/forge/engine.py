@@ -55,6 +55,13 @@ def select_skills(c: dict[str, Any]) -> tuple[list[str], list[str]]:
     if unknown:
       raise TaxonomyError(f"config.skills: unknown skill ids {unknown}")
     wanted = list(c["skills"])
+  if c.get("domains"):  # a typo here would silently run nothing: name it (excluding an absent domain is harmless)
+    known = {s.split(".")[0] for s in REGISTRY}
+    if set(c["domains"]) - known:
+      raise TaxonomyError(f"config.domains: unknown domains {sorted(set(c['domains']) - known)}; known: {sorted(known)}")
+    wanted = [s for s in wanted if s.split(".")[0] in c["domains"]]
+  if not c.get("skills"):  # ids named one by one are run whatever their domain
+    wanted = [s for s in wanted if s.split(".")[0] not in (c.get("exclude_domains") or [])]
   if c.get("skills_per_domain"):  # a small cross-section: the first N skills of each domain
     seen: collections.Counter = collections.Counter()
     kept = []

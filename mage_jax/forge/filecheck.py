@@ -52,7 +52,7 @@ class HostTarget:
     pass
 
 
-SANDBOX_ONLY = ("script", "app", "mkdir")
+SANDBOX_ONLY = ("script", "app", "mkdir", "office", "web_replica", "browser")   # need the desktop or its network
 
 
 def _cells(rows) -> str:

@@ -16,13 +16,13 @@ from typing import Any
 from mage_jax.forge import skill as skill_lib
 from mage_jax.forge.skills.base import CAPABILITIES, DOMAINS
 
-VERSION = 2
+VERSION = 3
 # module -> the domain it declares, in taxonomy order (the document's order must not depend on which
 # module a caller happened to import first).
 DOMAIN_MODULES = {"shell": "shell", "text": "text", "csvdata": "csv", "spreadsheet": "xlsx",
                   "document": "docx", "slides": "pptx", "pdf": "pdf", "image": "image",
                   "sqlite": "sqlite", "desktop": "desktop", "report": "report",
-                  "pipeline": "pipeline", "convert": "convert", "chain": "chain"}
+                  "pipeline": "pipeline", "convert": "convert", "chain": "chain", "apps": "apps", "web": "web"}
 
 
 def load_all() -> dict[str, skill_lib.Skill]:
