@@ -67,6 +67,7 @@ class EpisodeConfig:
   out_dir: str = "/tmp/mage_episodes"      # screenshots go to <out_dir>/<episode id>/
   score_settle: float = 0.3                # seconds between the last action and the checker: apps
                                            # handle the final click (e.g. Save) on their own schedule
+                                           # (tasks without a desktop get none, as in the gates)
   toolset: str = "hybrid"                  # schema.TOOLSETS: "hybrid" (computer_use + bash) or "gui"
                                            # (computer_use only: the channel ablation's GUI-only agent)
   harness: Any = None                      # a harness.HarnessVariant (teacher harness: its system
@@ -235,7 +236,7 @@ def run_episode(env: Env, task: TaskPackage, policy: Policy, cfg: EpisodeConfig,
       break
     current = _save_observation(obs, shot_dir, len(steps) + 1, None)
   res.steps = len(steps)
-  if steps:
+  if steps and task.needs_desktop:  # no desktop, no apps: the shell commands have returned, files written
     time.sleep(cfg.score_settle)
   res.score = env.score()
   res.parse_errors = dict(errors)
