@@ -49,6 +49,22 @@ def test_docx_checkers_read_what_python_docx_wrote():
   assert score(f, {"type": "docx_style", "path": "x.docx", "text": "Title", "bold": True}) == 0
 
 
+def test_docx_style_only_and_paragraphs_refuse_blind_formatting_hacks():
+  """A task about one paragraph: styling or bolding every paragraph, or deleting the others, is not it."""
+  paras = ["Intro line", "The north region led.", "Next review in May."]
+
+  def doc(heading=(), bold=(), keep=(0, 1, 2)):
+    return {"x.docx": docx_bytes([{"text": paras[i], **({"style": "Heading 1"} if i in heading else {}),
+                                   **({"bold": True} if i in bold else {})} for i in keep])}
+  head = {"type": "docx_style", "path": "x.docx", "text": paras[1], "style": "Heading 1", "only": True, "paragraphs": paras}
+  bold = {"type": "docx_style", "path": "x.docx", "text": paras[1], "bold": True, "only": True, "paragraphs": paras}
+  assert score(doc(heading=[1]), head) == 1 and score(doc(bold=[1]), bold) == 1
+  assert score(doc(), head) == 0 and score(doc(), bold) == 0                        # untouched
+  assert score(doc(heading=[0, 1, 2]), head) == 0 and score(doc(bold=[0, 1, 2]), bold) == 0   # everything
+  assert score(doc(heading=[1], keep=[1]), head) == 0 and score(doc(bold=[1], keep=[1]), bold) == 0  # the rest deleted
+  assert score(doc(heading=[0, 1, 2]), {**head, "only": False, "paragraphs": paras}) == 1   # without `only`, it passes
+
+
 def test_preparer_bytes_open_with_the_reading_libraries():
   import docx
   from PIL import Image

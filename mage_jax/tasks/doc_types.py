@@ -6,8 +6,9 @@ Preparers (registered with tasks.preparers):
 Checkers (registered with tasks.checkers):
   docx_paragraphs {path, paragraphs: [..]}          the non-empty paragraphs' texts, in order
   docx_table      {path, rows, table?: 0}           one table's cells (stripped strings)
-  docx_style      {path, text, style? , bold?}      the paragraph whose text is `text` has that style /
-                                                    every run bold
+  docx_style      {path, text, style? , bold?,      the paragraph whose text is `text` has that style /
+                   only?, paragraphs?}              every run bold; only: no other paragraph has it;
+                                                    paragraphs: the texts are these (nothing else went)
   pdf_page_texts  {path, pages: [substring]}        exactly len(pages) pages; page i contains pages[i]
   pdf_meta        {path, title? , author?}          document info fields
   pdf_rotation    {path, rotations: [deg]}          each page's /Rotate (mod 360)
@@ -115,10 +116,16 @@ def _docx_style(ctx, spec) -> float:
   if not paras:
     return 0.0
   p = paras[0]
-  ok = "style" not in spec or p.style.name == spec["style"]
-  if spec.get("bold"):
-    ok = ok and all(r.bold for r in p.runs if r.text.strip())
-  return float(ok)
+
+  def styled(q) -> bool:
+    return (("style" not in spec or q.style.name == spec["style"])
+            and (not spec.get("bold") or all(r.bold for r in q.runs if r.text.strip())))
+  if not styled(p):
+    return 0.0
+  if "paragraphs" in spec and docx_texts(d) != [str(x).strip() for x in spec["paragraphs"]]:
+    return 0.0
+  # "style every paragraph" must not pass a task about one of them (a blind hack)
+  return float(not spec.get("only") or not any(styled(q) for q in d.paragraphs if q._element is not p._element and q.text.strip()))
 
 
 def _pdf(ctx, spec):

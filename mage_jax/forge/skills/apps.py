@@ -193,7 +193,8 @@ def _down(i: int) -> list[dict[str, Any]]:
 def _writer_heading(p):
   i, lvl = p["pick"], p["level"]
   other = 2 if lvl == 1 else 1
-  check = {"type": "docx_style", "path": p["file"], "text": p["paragraphs"][i], "style": f"Heading {lvl}"}
+  check = {"type": "docx_style", "path": p["file"], "text": p["paragraphs"][i], "style": f"Heading {lvl}", "only": True,
+           "paragraphs": p["paragraphs"]}
   return package(f"In {p['file']} (open in Writer), make the paragraph that mentions {_key_of(p, i)} a Heading {lvl} "
                  "and save the file in Word format.", _docx(p), check,
                  _down(i) + [key("ctrl", str(other)), SAVE], gui=_down(i) + [key("ctrl", str(lvl)), SAVE],
@@ -208,7 +209,8 @@ sk("apps.writer.heading", "Give the paragraph that mentions a word a heading sty
 
 def _writer_bold(p):
   i = p["pick"]
-  check = {"type": "docx_style", "path": p["file"], "text": p["paragraphs"][i], "bold": True}
+  check = {"type": "docx_style", "path": p["file"], "text": p["paragraphs"][i], "bold": True, "only": True,
+           "paragraphs": p["paragraphs"]}
   wrong = (i + 1) % len(p["paragraphs"])
   return package(f"In {p['file']} (open in Writer), make the paragraph about {_key_of(p, i)} bold and save the file in "
                  "Word format.", _docx(p), check, _down(wrong) + [key("shift", "End"), key("ctrl", "b"), SAVE],

@@ -143,14 +143,16 @@ def _writer() -> list[dict[str, Any]]:
   return [
       task("writer_heading",
            "In report.docx (open in Writer), make the first paragraph a Heading 1 and save the file in Word format.",
-           setup, {"type": "docx_style", "path": "report.docx", "text": REPORT[0], "style": "Heading 1"},
+           setup, {"type": "docx_style", "path": "report.docx", "text": REPORT[0], "style": "Heading 1", "only": True,
+                   "paragraphs": REPORT},
            [key("ctrl", "Home"), key("ctrl", "1"), SAVE],
            [py(_docx_py("ps[0].style = d.styles['Heading 1']"), "Set the style with python-docx")],
            [key("ctrl", "Home"), key("ctrl", "2"), SAVE], ["writer"], ["paragraph_style"]),
       task("writer_bold_paragraph",
            "In report.docx (open in Writer), make the paragraph about the north region bold and save the file "
            "in Word format.",
-           setup, {"type": "docx_style", "path": "report.docx", "text": REPORT[2], "bold": True},
+           setup, {"type": "docx_style", "path": "report.docx", "text": REPORT[2], "bold": True, "only": True,
+                   "paragraphs": REPORT},
            [key("ctrl", "Home"), key("Down"), key("Down"), key("shift", "End"), key("ctrl", "b"), SAVE],
            [py(_docx_py("for r in ps[2].runs: r.bold = True"), "Bold the paragraph with python-docx")],
            [key("ctrl", "Home"), key("Down"), key("shift", "End"), key("ctrl", "b"), SAVE],
