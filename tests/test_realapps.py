@@ -119,6 +119,7 @@ def test_office_checkers_read_saved_files():
   assert checkers.score(ctx, {**spec, "size": [3, 3]}) == 0.0
   assert checkers.score(ctx, {**spec, "pixels": [{"at": [0, 0], "rgba": [220, 30, 30, 255]}]}) == 0.0
   assert checkers.score(ctx, {**spec, "path": "fake.xcf"}) == 0.0
+  assert checkers.score(ctx, {**spec, "mode": "RGBA"}) == 1.0 and checkers.score(ctx, {**spec, "mode": "L"}) == 0.0
 
 
 @pytest.mark.slow

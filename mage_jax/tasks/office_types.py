@@ -6,7 +6,7 @@ Preparers:
                                                        waits until its window is drawn
 Checkers:
   xlsx_values  {path, cells: {"B7": value}, sheet?}    cached values (what the app computed), not formulas
-  image_props  {path, size?: [w, h], alpha?: bool, pixels?: [{at: [x, y], rgba: [r, g, b, a], tol?}]}
+  image_props  {path, size?: [w, h], alpha?: bool, mode?: "L" | "RGB" | ..., pixels?: [{at: [x, y], rgba: [r, g, b, a], tol?}]}
                a PNG/JPEG read directly; an .xcf first exported to PNG by GIMP's batch mode
                (`gimp -i -b`) in a throwaway sandbox, so the agent's file is never parsed by a
                privileged process
@@ -94,6 +94,8 @@ def _image_props(ctx, spec) -> float:
   if "size" in spec and list(im.size) != list(spec["size"]):
     return 0.0
   if "alpha" in spec and has_alpha != spec["alpha"]:
+    return 0.0
+  if "mode" in spec and im.mode != spec["mode"]:   # PIL's mode of the file as saved ("L": grayscale)
     return 0.0
   rgba = im.convert("RGBA")
   for px in spec.get("pixels", ()):

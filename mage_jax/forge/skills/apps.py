@@ -359,15 +359,37 @@ sk("apps.gimp.flip_export", "Flip an image horizontally or vertically and export
    _gimp_flip, lambda r: {**_picture(r), "direction": r.choice(["horizontally", "vertically"])}, ("gimp",))
 
 
+def _gray_range(rgb: list[int]) -> tuple[int, int]:
+  """(expected gray, tolerance) covering both conversions: PIL's ITU-R 601 luma on the stored values,
+  and GIMP's, luminance (Rec. 709) in linear light stored back in sRGB; 12 levels to spare."""
+  pil = (299 * rgb[0] + 587 * rgb[1] + 114 * rgb[2]) / 1000
+  lin = [c / 255 / 12.92 if c / 255 <= 0.04045 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in rgb]
+  y = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+  gimp = 255 * (12.92 * y if y <= 0.0031308 else 1.055 * y ** (1 / 2.4) - 0.055)
+  return round((pil + gimp) / 2), round(abs(pil - gimp) / 2) + 12
+
+
 def _gimp_gray(p):
-  check = {"type": "image_format", "path": p["out"], "format": "PNG", "mode": "L"}
+  (w, h), (x0, y0, x1, y1) = p["size"], p["rect"]
+  probes = []
+  for at, colour in (([(x0 + x1) // 2, (y0 + y1) // 2], p["fg"]), ([w - 1 - x0, h - 1 - y0], p["bg"])):
+    g, tol = _gray_range(PALETTE[colour])
+    probes.append({"at": at, "rgba": [g, g, g, 255], "tol": tol})
+  # a gray file of the right name, size and mode is not enough (a blank one would be): the block
+  # must still stand out from the background where it was
+  check = {"type": "image_props", "path": p["out"], "size": [w, h], "mode": "L", "pixels": probes}
   return package(f"In GIMP ({p['file']} is open), convert the image to grayscale mode and export it as {p['out']}.",
                  _png(p), check, export_as(p["out"]), gui=gimp_action("Grayscale") + export_as(p["out"]),
                  hybrid=_hybrid(f"from PIL import Image\nImage.open({p['file']!r}).convert('L').save({p['out']!r})",
                                 "Convert with PIL"), max_steps=MAX_STEPS)
 
 
-sk("apps.gimp.grayscale_export", "Convert an image to grayscale and export it", _gimp_gray, _picture, ("gimp",))
+def _dark_on_light(r: random.Random) -> dict[str, Any]:
+  """A dark block on a light background: their grays stay apart under either conversion."""
+  return {**_picture(r), "fg": r.choice(["black", "blue", "red"]), "bg": r.choice(["white", "yellow"])}
+
+
+sk("apps.gimp.grayscale_export", "Convert an image to grayscale and export it", _gimp_gray, _dark_on_light, ("gimp",))
 
 
 # ---- two applications -----------------------------------------------------------------------------

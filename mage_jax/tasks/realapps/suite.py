@@ -268,9 +268,13 @@ def _gimp() -> list[dict[str, Any]]:
   flip_check = {"type": "image_props", "path": "flipped.png", "size": [300, 200],
                 "pixels": [{"at": at, "rgba": c + [255]} for at, c in
                            (([20, 100], WHITE), ([280, 100], BLUE), ([280, 20], GREEN), ([280, 180], BLUE))]}
-  gray_setup = [{"type": "png", "path": "colors.png", "size": [200, 100], "fill": RED,
-                 "rects": [[100, 0, 200, 100, GREEN]]}, office("gimp", "colors.png")]
-  gray_check = {"type": "image_format", "path": "gray.png", "format": "PNG", "mode": "L"}
+  gray_setup = [{"type": "png", "path": "colors.png", "size": [200, 100], "fill": WHITE,
+                 "rects": [[100, 0, 200, 100, BLUE]]}, office("gimp", "colors.png")]
+  # mode, size and the two halves' grays (PIL's 601 luma and GIMP's linear-light 709 luminance both
+  # inside each range): a blank gray PNG of that name no longer passes; white | blue keep apart
+  gray_check = {"type": "image_props", "path": "gray.png", "size": [200, 100], "mode": "L",
+                "pixels": [{"at": [50, 50], "rgba": [255, 255, 255, 255], "tol": 12},
+                           {"at": [150, 50], "rgba": [53, 53, 53, 255], "tol": 35}]}
   return [
       task("gimp_alpha_cyan_scale",
            "In GIMP (cyan.png is open), add an alpha channel, clear the cyan background to transparency, scale "
