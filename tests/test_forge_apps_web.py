@@ -67,7 +67,9 @@ def test_the_web_skills_know_the_replicas_seed_rows(tmp_path):
   assert {i: (t, a, n) for i, t, a, n in threads} == web_skills.THREADS
 
 
-def test_the_full_config_leaves_them_to_the_apps_config():
+def test_the_full_config_leaves_them_to_the_apps_config(monkeypatch):
+  # the library's skills only: other test modules register skills of their own at import
+  monkeypatch.setattr(engine, "REGISTRY", dict(REG))
   full = forge_config.get_config().to_dict()
   ids, _ = engine.select_skills(full)
   assert ids and not set(ids) & set(APP_SKILLS)
