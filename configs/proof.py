@@ -12,8 +12,8 @@ Stages (mage_jax/runs/curriculum.py; each in <workdir>/<stage>, a rerun resumes)
   base        the pretrained base (launch.pretrain, configs/pretrain.py; mage_jax/train/pretrain.py):
               cached by config + code across seeds, linked into <workdir>/base
   vision      GUI midtraining (issue 36 item 2): launch.train's loop from the base on the data
-              stage's click screens (tasks/proof_grounding.py: buttons at random places, no
-              held-out layout), click accuracy on the held-out click_colour screens at the end
+              stage's click screens (tasks/proof_grounding.py: buttons on click_colour's
+              slot grid, train (colour, slot) pairs only), click accuracy on the held-out click_colour screens at the end
   sft         launch.train's loop: pack the teacher episodes (render, pack, loss mask), train from
               the vision stage on the base's compact vocabulary (final params are full-vocabulary)
   eval_sft    held-out evaluation (mage_jax/runs/proof_eval.py: T=1, greedy, screenshot-blind
@@ -186,8 +186,8 @@ def data(smoke: bool) -> ml_collections.ConfigDict:
   c.job = JOBS["data"]
   c.seed = 0
   _family(c, smoke)
-  # the vision stage's click screens (tasks/proof_grounding.py): train screens at random
-  # places, and held-out click_colour screens for its click accuracy; 0 train screens: none
+  # the vision stage's click screens (tasks/proof_grounding.py): train screens on the slot grid
+  # (train pairs), and held-out click_colour screens for its click accuracy; 0 train screens: none
   c.vision = ml_collections.ConfigDict(dict(train_screens=2 if smoke else 2000, heldout_screens=1 if smoke else 60))
   c.env = rl(smoke).env
   return c

@@ -19,6 +19,7 @@ over; comparing the two says whether reading position is what binds.
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 1500 --max_buttons 1 --background ramp
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 400 --target cell --background ramp
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 400 --target cell --background desktop
+  PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 1500 --target slot --max_buttons 3 --background ramp
 Results: docs/results.md, "Issue 36, sessions 9-10" (one button: colour read in 300 steps, place not in 1,250).
 """
 import argparse
@@ -47,11 +48,18 @@ ap.add_argument("--background", choices=("plain", "ramp", "wallpaper", "desktop"
                      "surroundings); desktop: a flat screen with a desktop's chrome at its edges (a menu "
                      "bar with items on top, a taskbar with icons at the bottom, a dock of icons on the "
                      "left): landmarks to measure a place from, no gradient")
-ap.add_argument("--target", choices=("place", "cell", "colour"), default="place",
+ap.add_argument("--target", choices=("place", "cell", "colour", "slot"), default="place",
                 help="colour: a sanity check of the vision path; the answer is the button's colour "
                      "index c written as the point (111c, 111c), the prompt names no colour, and "
                      "x_hundreds is the colour read-out's accuracy (chance 1/6); cell: the same "
-                     "form for the button centre's cell k of a 3 x 3 grid (a coarse place, chance 1/9)")
+                     "form for the button centre's cell k of a 3 x 3 grid (a coarse place, chance 1/9); slot: "
+                     "the proof's click_colour layout, every button on one of the 12 slots of its 4 x 3 "
+                     "grid (proof_family.slot_xy) and the answer the named button's centre in 0..999 "
+                     "units, one of 12 fixed digit strings (chance 1/12)")
+ap.add_argument("--heldout_pairs", action="store_true",
+                help="with --target slot: hold 3 slots per colour out, as the proof does: no train screen "
+                     "has a button of colour c on a slot held out for c, and every eval screen's target "
+                     "is a held-out (colour, slot) pair (does the place carry to unseen pairs?)")
 ap.add_argument("--vit_layers", type=int, default=2,
                 help="vision tower depth (the proof's is 2): more layers, more attention hops across the screen")
 ap.add_argument("--every", type=int, default=250)
@@ -104,13 +112,37 @@ def painted(img):
   return (0.75 * img + 0.25 * RAMP).round().astype(np.uint8)
 
 
-def screen(rng):
+# --heldout_pairs: colour c's held-out slots (fixed, whatever the seed), as the proof's split
+HELD_OUT = {c: set(np.random.default_rng(1234 + c).permutation(12)[:3].tolist()) for c in range(len(COLOURS))}
+
+
+def slot_layout(rng, n, held_out_target):
+  """n (colour, slot) pairs on distinct slots, the first the target. Train screens avoid every
+  held-out pair; a held-out screen's target is one (its distractors are free, as the proof's)."""
+  while True:
+    colours, slots = rng.permutation(len(COLOURS))[:n], rng.permutation(12)[:n]
+    pairs = list(zip(colours.tolist(), slots.tolist()))
+    if not args.heldout_pairs:
+      return pairs
+    if held_out_target and pairs[0][1] in HELD_OUT[pairs[0][0]]:
+      return pairs
+    if not held_out_target and not any(s in HELD_OUT[c] for c, s in pairs):
+      return pairs
+
+
+def screen(rng, held_out_target=False):
   """(image, colour index, box in 0..999 units [x0, y0, x1, y1])."""
   n = int(rng.integers(1, args.max_buttons + 1))
   colours = rng.permutation(len(COLOURS))[:n]
   base = {"wallpaper": WALLPAPER, "desktop": DESKTOP}.get(args.background, BACKGROUND)
   img, boxes = base.copy(), []
   x_lo, y_lo, y_hi = (40, 24, H - 32) if args.background == "desktop" else (0, 0, H)
+  if args.target == "slot":                  # slot_xy's grid: x 20 + 155c, y 50 + 110r, 120 x 30
+    pairs = slot_layout(rng, n, held_out_target)
+    colours = np.array([c for c, _ in pairs])
+    for _, s in pairs:
+      x, y = 20 + 155 * int(s % 4), 50 + 110 * int(s // 4)
+      boxes.append((x, y, x + 120, y + 30))
   while len(boxes) < n:
     x, y = int(rng.integers(x_lo, W - BOX_W)), int(rng.integers(y_lo, y_hi - BOX_H))
     if any(x < b[2] and b[0] < x + BOX_W and y < b[3] and b[1] < y + BOX_H for b in boxes):
@@ -119,7 +151,7 @@ def screen(rng):
   for (x0, y0, x1, y1), c in zip(boxes, colours):
     img[y0:y1, x0:x1] = COLOURS[c]
   img = painted(img)
-  k = int(rng.integers(0, n))
+  k = 0 if args.target == "slot" else int(rng.integers(0, n))
   x0, y0, x1, y1 = boxes[k]
   return img, int(colours[k]), [x0 * 1000 // W, y0 * 1000 // H, x1 * 1000 // W, y1 * 1000 // H]
 
@@ -128,10 +160,10 @@ def digits(v):
   return [DIGIT0 + int(d) for d in f"{min(max(v, 0), 999):03d}"]
 
 
-def batch(rng, n):
+def batch(rng, n, held_out=False):
   rows, pos, toks, boxes = [], [], [], []
   for _ in range(n):
-    img, colour, box = screen(rng)
+    img, colour, box = screen(rng, held_out)
     r, p = patchify(img)
     rows.append(r)
     pos.append(p)
@@ -211,7 +243,7 @@ def evaluate(model, ev):
 
 rng = np.random.default_rng(args.seed)
 eval_rng = np.random.default_rng(10_000 + args.seed)
-ev = batch(eval_rng, args.eval_screens)
+ev = batch(eval_rng, args.eval_screens, held_out=args.heldout_pairs)
 t0 = time.time()
 print(json.dumps(dict(args=vars(args), image_tokens=M, seq_len=T)), flush=True)
 for step in range(1, args.steps + 1):

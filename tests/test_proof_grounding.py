@@ -1,4 +1,4 @@
-"""The vision stage's click screens (tasks/proof_grounding.py): layouts, the held-out rule, and
+"""The vision stage's click screens (tasks/proof_grounding.py): grid layouts, the held-out rule, and
 the target box against the real harness's click."""
 from __future__ import annotations
 
@@ -16,36 +16,24 @@ def _places(task):
   return next(s["config"]["places"] for s in task.setup if s["type"] == "app")
 
 
-def _rect(xy):
-  return (xy[0], xy[1], xy[0] + pf.BUTTON_W, xy[1] + pg.BUTTON_H)
-
-
-def _overlap(a, b):
-  return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
-
-
-def test_train_screens_layouts_and_no_heldout_layout():
-  tasks = pg.screens("train", 400, seed=3)
-  assert len({t.id for t in tasks}) == 400
-  heldout = collections.defaultdict(list)   # written here from the pools, not from the module
-  for colour, slot in pf.value_pools()["colour_slots"]["heldout"]:
-    heldout[colour].append(_rect(pf.slot_xy(slot)))
-  counts = collections.Counter()
+def test_train_screens_are_grid_layouts_of_train_pairs_only():
+  tasks = pg.screens("train", 1000, seed=3)
+  assert len({t.id for t in tasks}) == 1000
+  pools = pf.value_pools()["colour_slots"]        # the split, read here from the pools
+  train, heldout = ({tuple(p) for p in pools[s]} for s in ("train", "heldout"))
+  slot_of = {pf.slot_xy(s): s for s in range(pf.SLOT_COLS * pf.SLOT_ROWS)}
+  counts, targets = collections.Counter(), set()
   for t in tasks:
     places = _places(t)
     colour = t.instruction.split()[2]
     assert t.instruction == f"Click the {colour} button" and colour in places
-    assert pg.MIN_BUTTONS <= len(places) <= pg.MAX_BUTTONS
     counts[len(places)] += 1
-    rects = {c: _rect(xy) for c, xy in places.items()}
-    for c, r in rects.items():
-      assert 0 <= r[0] and r[2] <= pf.SCREEN[0] and 0 <= r[1] and r[3] <= pf.SCREEN[1]
-      assert not any(_overlap(r, h) for h in heldout[c]), (t.id, c, r)
-      assert not any(_overlap(r, o) for d, o in rects.items() if d != c)
+    pairs = {(c, slot_of[tuple(xy)]) for c, xy in places.items()}   # KeyError: off the grid
+    assert len({s for _, s in pairs}) == len(pairs)                 # distinct slots
+    assert pairs <= train and not pairs & heldout, (t.id, pairs)
+    targets.add((colour, slot_of[tuple(places[colour])]))
   assert set(counts) == set(range(pg.MIN_BUTTONS, pg.MAX_BUTTONS + 1))
-  # layouts are not the grid's: most targets sit off every slot position
-  grid = {pf.slot_xy(s) for s in range(pf.SLOT_COLS * pf.SLOT_ROWS)}
-  assert sum(tuple(_places(t)[t.instruction.split()[2]]) in grid for t in tasks) < 5
+  assert targets == train            # 1,000 screens cover every train pair as a target
   # deterministic by seed
   assert [t.to_dict() for t in pg.screens("train", 5, seed=3)] == [t.to_dict() for t in tasks[:5]]
   assert pg.screens("train", 5, seed=4)[0].to_dict() != tasks[0].to_dict()

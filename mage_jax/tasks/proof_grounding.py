@@ -1,13 +1,18 @@
 """The proof's vision stage data (issue 36, item 2): click screens for the GUI midtraining that
 comes before agent SFT, so the ViT and merger learn to find a coloured button and say where it is.
 
-Train screens are the family's buttons app with 2-5 buttons of distinct colours at random pixel
-positions anywhere in the 640x400 window (not the 4 x 3 grid of click_colour), and the instruction
-"Click the <colour> button". No train screen shows a held-out (colour, slot) layout: a button of
-colour c never overlaps the rectangle of a slot held out for c (proof_pools), so the held-out
-click_colour screens stay unseen in every stage. The held-out screens are click_colour's
-held-out instances themselves (proof_family, split "heldout"): the stage's click accuracy on them
-(train/evaluation.py, `eval.click_jsonl`) measures how far the grounding carries to the proof.
+Train screens are the family's buttons app with 1-3 buttons of distinct colours on distinct slots
+of click_colour's 4 x 3 grid (proof_family.slot_xy), every (colour, slot) a *train* pair of the
+family's split, and the instruction "Click the <colour> button". No train screen shows a held-out
+(colour, slot) pair, so the held-out click_colour screens stay unseen in every stage. The
+held-out screens are click_colour's held-out instances themselves (proof_family, split "heldout"):
+the stage's click accuracy on them (train/evaluation.py, `eval.click_jsonl`) measures how far the
+grounding carries to unseen (colour, slot) pairs.
+
+Why the grid and not free places (the first design): on the proof's 4 x 128 / 2 x 64 model, a
+button at a random pixel place was never located (one answer for every screen after 1,600 steps,
+even for a 3 x 3 cell), while the same model on the grid's slots locates it (the issue-36
+diagnostic, experiments/grounding_learning.py --target slot; docs/results.md).
 
 The scripted teacher plays each screen through the real harness (sandbox, Xvfb, the Tk app), so
 the pixels are those of the evaluation; only the click step is kept (one sample per screen: the
@@ -19,7 +24,6 @@ rectangle in the 0..999 units the model clicks in.
 """
 from __future__ import annotations
 
-import collections
 import random
 from typing import Any, Mapping
 
@@ -27,8 +31,7 @@ from mage_jax.tasks import proof_family as pf
 from mage_jax.tasks.package import TaskPackage, package_from_dict
 
 BUTTON_H = 30          # tkapps.ROW_H - 6: a button's height in the buttons app
-MIN_BUTTONS, MAX_BUTTONS = 2, 5
-MARGIN = 4             # pixels between buttons
+MIN_BUTTONS, MAX_BUTTONS = 1, 3
 
 
 def _rect(xy: tuple[int, int]) -> tuple[int, int, int, int]:
@@ -36,37 +39,16 @@ def _rect(xy: tuple[int, int]) -> tuple[int, int, int, int]:
   return x, y, x + pf.BUTTON_W, y + BUTTON_H
 
 
-def _overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int], margin: int = 0) -> bool:
-  return a[0] < b[2] + margin and b[0] < a[2] + margin and a[1] < b[3] + margin and b[1] < a[3] + margin
-
-
-def held_out_rects(family: Mapping[str, Any] | None = None) -> dict[str, list[tuple[int, int, int, int]]]:
-  """colour -> the rectangles of the slots held out for it (no train screen puts it there)."""
-  out: dict[str, list] = collections.defaultdict(list)
-  for colour, slot in pf.value_pools(family)["colour_slots"]["heldout"]:
-    out[colour].append(_rect(pf.slot_xy(slot)))
-  return dict(out)
-
-
-def _screen(rng: random.Random, colours: list[str], banned: dict[str, list]) -> list[tuple[str, tuple[int, int]]]:
-  """2-5 buttons of distinct colours at random free positions; none on a held-out rectangle of its
-  colour. The first is the target."""
-  n = rng.randint(MIN_BUTTONS, min(MAX_BUTTONS, len(colours)))
-  chosen = rng.sample(colours, n)
-  placed: list[tuple[str, tuple[int, int]]] = []
-  for colour in chosen:
+def _screen(rng: random.Random, train_pairs: list[tuple[str, int]]) -> list[tuple[str, tuple[int, int]]]:
+  """1-3 train (colour, slot) pairs with distinct colours and slots, as (colour, window xy); the
+  first is the target. Fewer buttons when a small pool rarely allows that many."""
+  n = min(rng.randint(MIN_BUTTONS, MAX_BUTTONS), len(train_pairs))
+  while True:
     for _ in range(200):
-      xy = (rng.randrange(0, pf.SCREEN[0] - pf.BUTTON_W + 1), rng.randrange(0, pf.SCREEN[1] - BUTTON_H + 1))
-      r = _rect(xy)
-      if any(_overlap(r, _rect(p), MARGIN) for _, p in placed):
-        continue
-      if any(_overlap(r, b) for b in banned.get(colour, ())):
-        continue
-      placed.append((colour, xy))
-      break
-    else:
-      raise RuntimeError(f"no free place for a {colour} button after 200 tries")
-  return placed
+      pairs = rng.sample(train_pairs, n)
+      if len({c for c, _ in pairs}) == n and len({s for _, s in pairs}) == n:
+        return [(c, pf.slot_xy(s)) for c, s in pairs]
+    n -= 1
 
 
 def _package(placed: list[tuple[str, tuple[int, int]]], id: str, instruction_colour: str) -> TaskPackage:
@@ -84,7 +66,7 @@ def _package(placed: list[tuple[str, tuple[int, int]]], id: str, instruction_col
 
 
 def screens(split: str, n: int, seed: int = 0, family: Mapping[str, Any] | None = None) -> list[TaskPackage]:
-  """`n` click screens. train: random layouts (module doc), ids proof_ground_train_<i>; heldout:
+  """`n` click screens. train: grid layouts of train pairs (module doc), ids proof_ground_train_<i>; heldout:
   the first `n` held-out click_colour instances of the family (their own ids)."""
   if split == "heldout":
     tasks = [t for t in pf.instances("heldout", seed, None, family) if pf.template_of(t.id) == "click_colour"]
@@ -93,13 +75,11 @@ def screens(split: str, n: int, seed: int = 0, family: Mapping[str, Any] | None 
     return tasks[:n]
   if split != "train":
     raise ValueError(f"split={split!r}: expected 'train' or 'heldout'")
-  pools = pf.value_pools(family)
-  colours = list(dict.fromkeys(c for s in pf.SPLITS for c, _ in pools["colour_slots"][s]))
-  banned = held_out_rects(family)
+  train_pairs = [tuple(p) for p in pf.value_pools(family)["colour_slots"]["train"]]
   rng = random.Random(f"proof_grounding:{seed}")
   out = []
   for i in range(n):
-    placed = _screen(rng, colours, banned)
+    placed = _screen(rng, train_pairs)
     out.append(_package(placed, f"proof_ground_train_{i:05d}", placed[0][0]))
   return out
 
