@@ -38,6 +38,7 @@ import ml_collections
 
 from configs import common, models
 from mage_jax.tasks import proof_pools
+from mage_jax.tasks import proof_grounding as pg
 from mage_jax.tasks.proof_family import SCREEN
 from mage_jax.data.images import MAX_PIXELS as RUNNER_MAX_PIXELS
 
@@ -187,8 +188,11 @@ def data(smoke: bool) -> ml_collections.ConfigDict:
   c.seed = 0
   _family(c, smoke)
   # the vision stage's click screens (tasks/proof_grounding.py): train screens on the slot grid
-  # (train pairs), and held-out click_colour screens for its click accuracy; 0 train screens: none
-  c.vision = ml_collections.ConfigDict(dict(train_screens=2 if smoke else 2000, heldout_screens=1 if smoke else 60))
+  # (train pairs, and extra colours on every slot), and held-out click_colour screens for its click
+  # accuracy; 0 train screens: none. extra_colours: words the base's vocabulary holds (the defaults,
+  # proof_grounding.EXTRA_COLOURS); "" for the family's train pairs only.
+  c.vision = ml_collections.ConfigDict(dict(train_screens=2 if smoke else 2000, heldout_screens=1 if smoke else 60,
+                                            extra_colours=",".join(pg.DEFAULT_EXTRA)))
   c.env = rl(smoke).env
   return c
 

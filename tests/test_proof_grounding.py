@@ -17,7 +17,7 @@ def _places(task):
 
 
 def test_train_screens_are_grid_layouts_of_train_pairs_only():
-  tasks = pg.screens("train", 1000, seed=3)
+  tasks = pg.screens("train", 1000, seed=3, extra_colours=())
   assert len({t.id for t in tasks}) == 1000
   pools = pf.value_pools()["colour_slots"]        # the split, read here from the pools
   train, heldout = ({tuple(p) for p in pools[s]} for s in ("train", "heldout"))
@@ -35,8 +35,50 @@ def test_train_screens_are_grid_layouts_of_train_pairs_only():
   assert set(counts) == set(range(pg.MIN_BUTTONS, pg.MAX_BUTTONS + 1))
   assert targets == train            # 1,000 screens cover every train pair as a target
   # deterministic by seed
-  assert [t.to_dict() for t in pg.screens("train", 5, seed=3)] == [t.to_dict() for t in tasks[:5]]
-  assert pg.screens("train", 5, seed=4)[0].to_dict() != tasks[0].to_dict()
+  assert [t.to_dict() for t in pg.screens("train", 5, seed=3, extra_colours=())] == [t.to_dict() for t in tasks[:5]]
+  assert pg.screens("train", 5, seed=4, extra_colours=())[0].to_dict() != tasks[0].to_dict()
+
+
+def test_extra_colours_sit_on_every_slot_and_never_hold_a_family_pair():
+  tasks = pg.screens("train", 2000, seed=5)        # the default extras
+  pools = pf.value_pools()["colour_slots"]
+  train, heldout = ({tuple(p) for p in pools[s]} for s in ("train", "heldout"))
+  family_colours = {c for c, _ in train | heldout}
+  extra = set(pg.DEFAULT_EXTRA)
+  assert len(extra) == 6 and not extra & family_colours
+  slot_of = {pf.slot_xy(s): s for s in range(pf.SLOT_COLS * pf.SLOT_ROWS)}
+  targets, seen = set(), set()
+  for t in tasks:
+    places = _places(t)
+    app = next(s["config"] for s in t.setup if s["type"] == "app")
+    pairs = {(c, slot_of[tuple(xy)]) for c, xy in places.items()}
+    assert not pairs & heldout, (t.id, pairs)
+    assert all(c in extra or (c, s) in train for c, s in pairs)
+    seen |= pairs
+    colour = t.instruction.split()[2]
+    targets.add((colour, slot_of[tuple(places[colour])]))
+    for c in places:                              # extras are painted with their table colour
+      assert app["colors"][c] == pg.EXTRA_COLOURS.get(c, c)
+  every_extra_pair = {(c, s) for c in extra for s in range(12)}
+  assert every_extra_pair <= targets and train <= targets   # both kinds are targets, on every slot
+  share = sum(t.instruction.split()[2] in extra for t in tasks) / len(tasks)
+  assert 0.45 < share < 0.7, share                 # 72 extra pairs beside 54 train pairs
+  with pytest.raises(ValueError, match="family's colours"):
+    pg.screens("train", 1, extra_colours="red,teal")
+  with pytest.raises(ValueError, match="lower-case"):
+    pg.screens("train", 1, extra_colours=["Teal"])
+  assert pg.screens("train", 3, extra_colours="teal, navy")[0].instruction.split()[2] in (
+      "teal", "navy", *family_colours)
+
+
+def test_extra_colour_texts_are_in_the_bases_vocabulary():
+  from mage_jax.data import copy_corpus
+  from mage_jax.runs import proof_base
+  assert set(pg.DEFAULT_EXTRA) <= set(copy_corpus.COLOURS)   # the base is taught to say them
+  texts = proof_base.family_texts()
+  for c in pg.DEFAULT_EXTRA:
+    assert f"Click the {c} button" in texts
+    assert any(c in t and "find" in t for t in texts)
 
 
 def test_heldout_screens_are_the_families_heldout_click_colour_instances():

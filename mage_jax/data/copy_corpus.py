@@ -44,7 +44,9 @@ from mage_jax.data.tokenizer import SPECIAL_IDS
 VALUE, TEXT = "value", "text"
 SPLITS = ("train", "heldout")
 KINDS = ("repeat", "recall", "instruct")
-COLOURS = ("red", "green", "blue", "yellow", "purple", "orange", "black", "white", "grey", "pink")
+# the proof family's colours, and the vision stage's extra ones (tasks/proof_grounding.EXTRA_COLOURS)
+COLOURS = ("red", "green", "blue", "yellow", "purple", "orange", "black", "white", "grey", "pink",
+           "brown", "navy", "teal", "lime")
 
 # Instruction phrasings and the commands that satisfy them: {w} a word, {f} a file name.
 _FILE_INSTRUCTIONS = (

@@ -14,6 +14,7 @@ import ml_collections
 from mage_jax.actions import schema
 from mage_jax.machine import terminal
 from mage_jax.tasks import proof_family as pf
+from mage_jax.tasks import proof_grounding as pg
 from mage_jax.data import copy_corpus, prompts
 from mage_jax.train import pretrain
 
@@ -32,11 +33,12 @@ def system_turns() -> list[str]:
 
 def family_texts(family: Any = None) -> list[str]:
   """Every text an instance of either split can hold (proof_family.all_texts), and the harness's
-  own texts around them in a rendered episode (tool-response framing, empty-output and
+  own texts around them in a rendered episode, and the vision stage's extra colours'
+  click screens (tasks/proof_grounding.texts, the default extras) (tool-response framing, empty-output and
   omitted-screenshot markers: data/render.py, machine/terminal.py)."""
   harness = [prompts.SCREENSHOT_OMITTED, terminal.NO_OUTPUT, "<|im_start|>user\n<tool_response>\n",
              "\n</tool_response><|im_end|>\n"]
-  return list(pf.all_texts(family)) + harness
+  return list(pf.all_texts(family)) + pg.texts() + harness
 
 
 def run(config: ml_collections.ConfigDict, workdir: str, log: Callable[[str], None] = print) -> dict[str, Any]:

@@ -107,7 +107,8 @@ def vision_screens(cfg: ml_collections.ConfigDict, stage_dir: str) -> dict:
     return {}
   f, out = cfg.family, {}
   for split, n, name in (("train", v.train_screens, "grounding"), ("heldout", v.heldout_screens, "grounding_heldout")):
-    path = proof_teacher.collect_grounding(os.path.join(stage_dir, name), pg.screens(split, n, seed=f.split_seed, family=f),
+    path = proof_teacher.collect_grounding(os.path.join(stage_dir, name), pg.screens(split, n, seed=f.split_seed, family=f,
+                                                                                        extra_colours=v.get("extra_colours", pg.DEFAULT_EXTRA)),
                       workers=f.teacher_workers)
     with open(path) as fh:
       out[split] = sum(1 for line in fh if line.strip())
