@@ -125,8 +125,12 @@ def test_tiny_base_build_outputs_and_cache(tmp_path):
   again = pretrain.run(c, str(tmp_path / "w2"), pools, preambles=pre, log=logs.append)
   assert again["cached"] and again["cache_key"] == info["cache_key"]
   assert not os.path.exists(tmp_path / "w2")
-  c.base_seed = 1   # another base: another key, no reuse
+  assert pretrain.cached_base(c, preambles=pre) == os.path.join(c.cache_dir, info["cache_key"])
+  # other texts in the vocabulary, or other preambles: another base, no reuse
+  assert pretrain.cached_base(c, extra_texts=["Click the teal button"], preambles=pre) is None
   assert pretrain.cached_base(c) is None
+  c.base_seed = 1   # another base: another key, no reuse
+  assert pretrain.cached_base(c, preambles=pre) is None
   bad = pretrain_config.get_config("tiny")
   bad.curriculum.lengths = [256, 128]
   with pytest.raises(ValueError, match="increasing"):

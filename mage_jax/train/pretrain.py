@@ -29,7 +29,7 @@ import os
 import random
 import shutil
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import jax
 import ml_collections
@@ -66,12 +66,15 @@ KEY_FIELDS = ("base_seed", "tokenizer", "model", "family", "corpus", "curriculum
               "loss_chunk_size")
 
 
-def cache_key(config: ml_collections.ConfigDict) -> str:
+def cache_key(config: ml_collections.ConfigDict, extra_texts: Sequence[str] = (),
+              preambles: Sequence[str] = ()) -> str:
   """A hash of everything that decides the base (KEY_FIELDS of the config, not where it is written
-  or which proof seed asks) and of the source of the modules it runs."""
+  or which proof seed asks; the extra texts, which decide the vocabulary, and the preambles) and
+  of the source of the modules it runs."""
   cfg = {k: (config[k].to_dict() if hasattr(config[k], "to_dict") else config[k])
          for k in KEY_FIELDS if k in config}
   h = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode())
+  h.update(json.dumps([list(extra_texts), list(preambles)]).encode())
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   for rel in CODE_FILES:
     with open(os.path.join(root, rel), "rb") as f:
@@ -79,11 +82,12 @@ def cache_key(config: ml_collections.ConfigDict) -> str:
   return h.hexdigest()[:16]
 
 
-def cached_base(config: ml_collections.ConfigDict) -> str | None:
+def cached_base(config: ml_collections.ConfigDict, extra_texts: Sequence[str] = (),
+                preambles: Sequence[str] = ()) -> str | None:
   """The cache folder of a passed (or, with accept_failed, any finished) build of this config."""
   if not config.get("cache_dir"):
     return None
-  d = os.path.join(config.cache_dir, cache_key(config))
+  d = os.path.join(config.cache_dir, cache_key(config, extra_texts, preambles))
   info = read_base(d)
   if info and (info["status"] == "passed" or config.get("accept_failed", False)):
     return d
@@ -126,7 +130,7 @@ def run(config: ml_collections.ConfigDict, workdir: str, pools: copy_corpus.Pool
         log: Callable[[str], None] = print) -> dict[str, Any]:
   """Build the base in `workdir` (or take it from the cache); returns base.json's content."""
   _check(config)
-  hit = cached_base(config)
+  hit = cached_base(config, extra_texts, preambles)
   if hit:
     info = read_base(hit)
     log(f"pretrain: cached base {hit} ({info['status']}, probe {info['final_probe_nll']:.3f} nats)")
@@ -140,7 +144,7 @@ def run(config: ml_collections.ConfigDict, workdir: str, pools: copy_corpus.Pool
   trainer = _Trainer(config, b)
   curve, status = _curriculum(config, b, trainer, workdir, log)
   params = trainer.host_params()
-  info = {"status": status, "cache_key": cache_key(config), "vocab_ids": int(len(b.vocab.ids)),
+  info = {"status": status, "cache_key": cache_key(config, extra_texts, preambles), "vocab_ids": int(len(b.vocab.ids)),
           "steps": trainer.steps, "build_seconds": round(time.time() - t_start, 1),
           "final_length": curve[-1]["length"] if curve else 0,
           "final_probe_nll": curve[-1]["probe_nll"] if curve else float("nan"),
