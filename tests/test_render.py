@@ -117,15 +117,15 @@ def image_str(w, h):
   return VS + PAD * ((w // 16) * (h // 16) // 4) + VE
 
 
-@pytest.mark.parametrize("t, visual_turns", [(3, 3), (4, 2)])
-def test_token_exact_vs_chat_template(tmp_path, tok, t, visual_turns):
+@pytest.mark.parametrize("t, visual_turns, tools_block", [(3, 3, True), (4, 2, True), (2, 2, False)])
+def test_token_exact_vs_chat_template(tmp_path, tok, t, visual_turns, tools_block):
   sizes = [(64, 96), (96, 64), (128, 64), (64, 64)]
   texts = [None, "total 0\n-rw-r--r-- café.txt ✓", None, "line with \"quotes\" and <b>tags</b>"]
   ep = make_episode(str(tmp_path), 4, texts=texts, sizes=sizes)
   ep.steps[1].think = "Sauvegarder le fichier « rapport » — 保存.\n\nSecond paragraph."
   ep.steps[1].tool_call = tr.ToolCall(tools.COMPUTER_USE, {"action": "type", "text": "héllo \"wörld\"\n"})
   ep.steps[2].tool_call = tr.ToolCall(tools.COMPUTER_USE, {"action": "key", "keys": ["ctrl", "s"]})
-  r = renderer(tok, visual_turns=visual_turns)
+  r = renderer(tok, visual_turns=visual_turns, tools_block=tools_block)
   s = r.render_step(ep, t)
 
   def obs(k):  # the documented observation content: image (or marker), then "\n" + text
@@ -144,7 +144,9 @@ def test_token_exact_vs_chat_template(tmp_path, tok, t, visual_turns):
   for k in range(1, t):
     messages += [assistant(k), {"role": "tool", "content": obs(k + 1)}]
   messages.append(assistant(t))
-  want, text = template_ids(tok, messages, list(tools.TOOL_SCHEMAS))
+  # tools_block=False: the template's rendering with no tools (a system message alone)
+  want, text = template_ids(tok, messages, list(tools.TOOL_SCHEMAS) if tools_block else None)
+  assert ("<tools>" in text) == tools_block
   assert s.meta["folded"] == 0
   assert len(s.tokens) == len(want)
   np.testing.assert_array_equal(s.tokens, want)

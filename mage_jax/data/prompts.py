@@ -59,7 +59,10 @@ def tools_block(schemas: Sequence[dict[str, Any]]) -> str:
 
 
 def system_turn(system_prompt: str, schemas: Sequence[dict[str, Any]]) -> str:
-  """`<|im_start|>system ... <|im_end|>\\n` exactly as the template renders system + tools."""
+  """`<|im_start|>system ... <|im_end|>\\n` exactly as the template renders system + tools; with no
+  schemas, as it renders a system message alone (the template writes a tools block only for tools)."""
+  if not schemas:
+    return "<|im_start|>system\n" + system_prompt + "<|im_end|>\n"
   return "<|im_start|>system\n" + system_prompt + "\n\n" + tools_block(schemas) + "<|im_end|>\n"
 
 

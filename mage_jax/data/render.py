@@ -58,6 +58,10 @@ class RenderConfig:
   # it is boilerplate from the call, not reasoning worth imitating (docs/data.md, Filled fields).
   mask_template_think: bool = True
   prompt_variants: bool = True      # prompt decoupling: draw a system-prompt phrasing per sample
+  # False: the system turn is the prompt alone, no tools block (~560 tokens for both tools). For
+  # grounding data (GUI midtraining, the learning proof's vision stage), whose one-step samples
+  # teach where to click, not which tools exist; agent SFT, RL and evaluation keep the block.
+  tools_block: bool = True
   system_prompts: tuple[str, ...] = prompts.SYSTEM_PROMPTS
   seed: int = 0
   min_pixels: int = images.MIN_PIXELS
@@ -155,7 +159,7 @@ class Renderer:
   def system_ids(self, ep: tr.Episode, prompt_index: int) -> np.ndarray:
     key = (prompt_index, repr(ep.tools))
     if key not in self._system_cache:
-      text = prompts.system_turn(self.cfg.system_prompts[prompt_index], ep.tools)
+      text = prompts.system_turn(self.cfg.system_prompts[prompt_index], ep.tools if self.cfg.tools_block else [])
       self._system_cache[key] = _ids(self.tok.encode(text))
     return self._system_cache[key]
 
