@@ -26,7 +26,9 @@ Stages (mage_jax/runs/curriculum.py; each in <workdir>/<stage>, a rerun resumes)
 
 `--config.family.*` are the task values (pools, split; mage_jax/tasks/proof_pools.py), copied
 into the data and eval stages, e.g. `--config.family.pools.words=file:/abs/my_words.txt`.
-`--config.seed=N` sets model init, data order (data.shuffle_seed) and RL sampling. The arg
+`--config.seed=N` sets model init, data order (data.shuffle_seed) and RL sampling from SFT on; the
+data and vision stages run once at `shared_seed` in `shared_dir` and every seed links them (as the
+base is cached; `--config.shared_dir=` makes them per run, at the run's seed). The arg
 `smoke` is the same pipeline at toy scale (tests/test_proof.py): the tiny Mage-VL, a few
 instances, 3 SFT steps, 1 RL update.
 A stage's own config is `configs/proof.py:<stage>[,smoke]` (e.g. `proof.py:sft`), so one
@@ -83,6 +85,11 @@ def curriculum(scale: str) -> ml_collections.ConfigDict:
   c.seed = 0
   c.init_from = ""
   c.compile_cache = True
+  # The data and vision stages do not depend on the seed: they run once at shared_seed under
+  # shared_dir and every seed's run links them (mage_jax/runs/curriculum.py, shared stages), as the
+  # base is cached. shared_dir "": every stage in the workdir, at the run's seed.
+  c.shared_dir = "" if scale else "workdirs/proof_shared"
+  c.shared_seed = 0
   c.synth = ml_collections.ConfigDict(dict(enabled=False))
   c.family = pool_fields()   # copied into every stage that has a `family` section (data, eval)
   c.stages = ml_collections.ConfigDict()
@@ -106,7 +113,7 @@ def curriculum(scale: str) -> ml_collections.ConfigDict:
     # The base stage and compact SFT are tested in tests/test_copy_corpus.py, test_compact_sft.py.
     c.stages[name] = ml_collections.ConfigDict(dict(
         order=i + 1, config="configs/proof.py", arg=",".join(filter(None, (kind, scale))),
-        enabled=not (scale and kind == "base"), overrides=overrides))
+        enabled=not (scale and kind == "base"), shared=name in ("data", "vision"), overrides=overrides))
   return c
 
 

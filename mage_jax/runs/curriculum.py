@@ -7,9 +7,16 @@ the previous stage's final params (`init.from_dir`); stage 1 starts from
 final params) is not rebuilt: its summary is read back, so a rerun resumes at
 the first unfinished stage. Synthetic data (tiny) is made once in
 <workdir>/synth and shared by every stage.
+
+Shared stages (`config.stages.<name>.shared`, with `config.shared_dir` set): a stage that does not
+depend on the run's seed (the learning proof's teacher data and vision stage) runs at
+`config.shared_seed` in <shared_dir>/<name>-<key>, where the key hashes its resolved config (the
+workdir written as {workdir}) and the mage_jax source; <workdir>/<name> is a link to it. Another
+seed's run with the same config and code finds it complete and reuses it.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
@@ -74,9 +81,10 @@ def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.Config
   if "init" in cfg:
     cfg.init.from_dir = previous or ""
   if "seed" in config:   # one seed: model init, data order, RL sampling
-    cfg.seed = config.seed
+    seed = config.get("shared_seed", 0) if is_shared(config, stage) else config.seed
+    cfg.seed = seed
     if "data" in cfg and "shuffle_seed" in cfg.data:
-      cfg.data.shuffle_seed = config.seed
+      cfg.data.shuffle_seed = seed
   if "family" in config and "family" in cfg:   # one set of task values for every stage that has one
     for k, v in config.family.items():
       cfg.family[k] = ml_collections.ConfigDict(v.to_dict()) if isinstance(v, ml_collections.ConfigDict) else v
@@ -90,6 +98,57 @@ def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.Config
   workdir = os.path.dirname(synth_out)
   apply_overrides(cfg, stage.overrides.replace("{workdir}", workdir))
   return cfg
+
+
+def is_shared(config: ml_collections.ConfigDict, stage: ml_collections.ConfigDict) -> bool:
+  return bool(stage.get("shared", False) and config.get("shared_dir", ""))
+
+
+def _source_hash() -> str:
+  """sha256 of every .py file of the mage_jax package (paths and bytes)."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  h = hashlib.sha256()
+  for dirpath, dirnames, files in os.walk(root):
+    dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+    for f in sorted(files):
+      if f.endswith(".py"):
+        path = os.path.join(dirpath, f)
+        h.update(os.path.relpath(path, root).encode() + b"\0")
+        with open(path, "rb") as fh:
+          h.update(fh.read())
+  return h.hexdigest()
+
+
+def _strings(tree) -> list[str]:
+  if isinstance(tree, dict):
+    return [s for v in tree.values() for s in _strings(v)]
+  if isinstance(tree, (list, tuple)):
+    return [s for v in tree for s in _strings(v)]
+  return [p for p in str(tree).split(",") if p] if isinstance(tree, str) else []
+
+
+def shared_stage_dir(config: ml_collections.ConfigDict, name: str, cfg: ml_collections.ConfigDict,
+                     workdir: str) -> str:
+  """<shared_dir>/<name>-<key> for a shared stage, linked as <workdir>/<name> (returned). A real
+  folder already at <workdir>/<name> (a run from before sharing) is kept and used as it is."""
+  link = os.path.join(workdir, name)
+  if os.path.isdir(link) and not os.path.islink(link):
+    print(f"{name}: {link} is a folder of this run, not a link: used as it is, not shared", flush=True)
+    return link
+  flat = cfg.to_dict()
+  text = json.dumps(flat, sort_keys=True, default=str).replace(workdir, "{workdir}")
+  # what the stage reads: a path in its config that exists now (the data stage's files, the base)
+  # counts by where it really lies (a shared or cached folder's name carries its own key); this
+  # run's own folders (the compile cache) do not
+  real = {os.path.realpath(v) for v in _strings(flat) if v.startswith("/") and os.path.lexists(v)}
+  inputs = sorted(r for r in real if not r.startswith(os.path.realpath(workdir) + os.sep))
+  key = hashlib.sha256((text + json.dumps(inputs) + _source_hash()).encode()).hexdigest()[:12]
+  real = os.path.join(os.path.abspath(config.shared_dir), f"{name}-{key}")
+  os.makedirs(real, exist_ok=True)
+  if os.path.lexists(link):
+    os.remove(link)
+  os.symlink(real, link)
+  return link
 
 
 def check_stages(config: ml_collections.ConfigDict, synth_out: str) -> None:
@@ -123,6 +182,8 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> list[dict]:
   for name, s in stage_list(config):
     cfg = stage_config(config, s, previous, synth_out)
     stage_dir = os.path.join(workdir, name)
+    if is_shared(config, s):
+      stage_dir = shared_stage_dir(config, name, cfg, os.path.abspath(workdir))
     summary_path = os.path.join(stage_dir, SUMMARY)
     step = is_step(cfg)
     done = os.path.exists(summary_path) and (step or ckpt_lib.has_final_params(stage_dir))
