@@ -256,8 +256,11 @@ def test_default_pools_large_disjoint_and_fixed():
 def test_heldout_pool_absent_from_train_packages():
   """Every held-out value of the pools (not only those drawn), scanned for in train packages."""
   held = set(pf.value_pools()["words"]["heldout"]) | set(pf.value_pools()["file_names"]["heldout"])
+  from configs import proof
+  per = proof.get_config("data").family.train_per_template   # what the proof draws
+  assert per >= 100, per
   for seed in (0, 1):
-    for p in pf.instances("train", seed, per_template=100):
+    for p in pf.instances("train", seed, per_template=per):
       found = set(WORD_RE.findall(json.dumps(p.to_dict()))) & held
       assert not found, (p.id, found)
 
