@@ -44,6 +44,10 @@ def get_config(arg: str | None = None):
       total_updates=3 if tiny else 1_000,
       groups_per_update=2 if tiny else 96,
       episodes_per_group=4 if tiny else 8,
+      # micro-batches of data.batch_size rows per update (gradient accumulation): the samples
+      # beyond them are left out (left_out_samples). 1 at full size, where a row is a 32k-token,
+      # 98k-patch slot and the batch already holds data.batch_size of them.
+      max_micro_batches=1,
       max_policy_lag=3,
       admission_window=4,          # = max_policy_lag + 1 batches of work ahead of the learner
       tis_cap=2.0,                 # truncated importance weight min(exp(logp_old - logp_rollout), C)

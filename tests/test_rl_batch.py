@@ -159,3 +159,30 @@ def test_image_samples_respect_the_patch_budget_and_never_lose_image_tokens():
   assert batch["patches"].shape == (1, 4, 768) and not batch["patch_image_ids"].any()
   with pytest.raises(ValueError, match=r"RLSample #0 .*'a'.*patch_budget=0"):
     pack_rl_batch([a], rows=1, seq_len=128)
+
+
+def test_an_update_packs_every_sample_into_power_of_two_micro_batches():
+  from mage_jax.rl.batch import pack_rl_update
+  samples = [_sample([1, 2, 3], [4, 5, 6], [-1.0] * 3, 0.5, ep=str(i)) for i in range(5)]
+  # one sample per 6-slot row: 5 rows needed, 2 rows per micro-batch -> 4 micro-batches (8 rows)
+  batch, report = pack_rl_update(samples, rows=2, max_micro_batches=4, seq_len=6, pad_id=0)
+  assert report["micro_batches"] == 4 and batch["tokens"].shape == (8, 6)
+  assert report["packed"] == 5 and report["left_out"] == 0
+  assert sorted(i for r in report["row_samples"] for i in r) == [0, 1, 2, 3, 4]
+  assert report["fill"] == 5 / 8
+  assert batch["loss_mask"][5:].sum() == 0 and batch["loss_mask"][:5].sum() == 5 * 3
+  # capped: 2 micro-batches hold 4 rows, the fifth sample is left out and counted
+  batch, report = pack_rl_update(samples, rows=2, max_micro_batches=2, seq_len=6, pad_id=0)
+  assert report["micro_batches"] == 2 and batch["tokens"].shape == (4, 6)
+  assert report["packed"] == 4 and report["left_out"] == 1 and report["left_out_indices"] == [4]
+  # a cap that is no power of two is used as it is
+  batch, report = pack_rl_update(samples, rows=2, max_micro_batches=3, seq_len=6, pad_id=0)
+  assert report["micro_batches"] == 3 and batch["tokens"].shape == (6, 6) and report["packed"] == 5
+  # few samples: one micro-batch, the same batch as pack_rl_batch's
+  one, r1 = pack_rl_update(samples[:2], rows=2, max_micro_batches=4, seq_len=6, pad_id=0)
+  ref, r2 = pack_rl_batch(samples[:2], rows=2, seq_len=6, pad_id=0)
+  assert r1["micro_batches"] == 1 and r1["fill"] == r2["fill"] == 1.0
+  for k in ref:
+    np.testing.assert_array_equal(one[k], ref[k], err_msg=k)
+  with pytest.raises(ValueError, match="rl.max_micro_batches=0"):
+    pack_rl_update(samples, rows=2, max_micro_batches=0, seq_len=6, pad_id=0)

@@ -355,14 +355,18 @@ def test_train_rl_on_screenshot_samples_with_the_tiny_mage_vl(tmp_path):
   for tower in ("text", "vision"):
     config.model[tower].update(compute_dtype="float32", param_dtype="float32", remat_policy="none",
                                attention_backend="xla")
-  config.data.patch_budget = 32
-  config.rl.update(kinds="terminal,gui", groups_per_update=2, episodes_per_group=2, rollout_workers=1)
+  # 16 patch slots per row: one screenshot (16 patches) per row, so the update's 12 samples need
+  # 12 of 8-row micro-batches' rows: two micro-batches, every sample trained (none left out)
+  config.data.patch_budget = 16
+  config.rl.update(kinds="terminal,gui", groups_per_update=2, episodes_per_group=6, rollout_workers=1,
+                   max_micro_batches=2)
   toy = ToyGuiRollouts()
   summary = loop.train_rl(config, str(tmp_path / "rl"), rollout_fn=toy)
   assert summary["updates"] == 1
   assert toy.samples and all(s.images and s.prompt_ids.count(151655) == 4 for s in toy.samples)
   row = [r for r in metrics_lib.read_metrics(str(tmp_path / "rl")) if "reward_mean" in r][0]
-  assert row["image_samples"] == row["packed_samples"] >= 4 and row["patch_fill"] > 0
+  assert row["micro_batches"] == 2 and row["left_out_samples"] == 0
+  assert row["image_samples"] == row["packed_samples"] == 12 and row["patch_fill"] == 12 / 16
   assert row["served_version"] == 1 and np.isfinite(row["loss"])
   # Ratio 1 at the first micro-step: the engine's log-probs are the learner's (w = 1, no truncation).
   assert row["tis_trunc_frac"] == 0 and abs(row["mean_ratio"] - 1) < 1e-5

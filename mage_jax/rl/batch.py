@@ -180,3 +180,33 @@ def _fill_rl_fields(r: int, members: Sequence[RLSample], segments: Sequence[Any]
     batch["logp_rollout"][r, first:first + n] = np.asarray(s.rollout_logprobs, np.float32)
     batch["advantages"][r, first:first + n] = float(s.advantage)
     start += seg.num_tokens
+
+
+def pack_rl_update(samples: Sequence[RLSample], *, rows: int, max_micro_batches: int, seq_len: int,
+                   patch_budget: int = 0, image_keys: bool | None = None, pad_id: int = PAD_ID
+                   ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+  """One RL update's batch: `pack_rl_batch` into up to `max_micro_batches` micro-batches of `rows`
+  rows each, so the update trains on every sample that fits instead of the first `rows` rows' worth.
+
+  The batch is cut to micro x rows rows, micro being the smallest power of two (capped at
+  max_micro_batches) whose rows hold every packed bin: few distinct shapes, so few compiles of the
+  accumulating step. report["micro_batches"] = micro; fill and patch_fill are over the rows kept;
+  left_out counts only the samples beyond max_micro_batches x rows rows. Why: with one row per
+  screenshot call, a 4-row batch trained 4-6 of an update's ~60 samples, and the 4 it kept (the
+  largest bins first) often came from groups with zero advantage (docs/rl.md)."""
+  if max_micro_batches < 1:
+    raise ValueError(f"rl.max_micro_batches={max_micro_batches} must be >= 1")
+  batch, report = pack_rl_batch(samples, rows=rows * max_micro_batches, seq_len=seq_len,
+                                patch_budget=patch_budget, image_keys=image_keys, pad_id=pad_id)
+  used = len(report["row_samples"])   # bins fill rows from the first; the rest are padding
+  micro = 1
+  while micro * rows < used and micro < max_micro_batches:
+    micro *= 2
+  micro = min(micro, max_micro_batches)
+  n = micro * rows
+  batch = {k: v[:n] for k, v in batch.items()}
+  report = dict(report, micro_batches=micro,
+                fill=int((batch["segment_ids"] > 0).sum()) / (n * seq_len),
+                patch_fill=report["patches"] / max(1, n * patch_budget))
+  return batch, report
+

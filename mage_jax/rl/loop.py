@@ -35,7 +35,7 @@ import numpy as np
 
 from mage_jax.rl import objective as obj_lib
 from mage_jax.rl.admission import AdmissionWindow
-from mage_jax.rl.batch import RLSample, pack_rl_batch
+from mage_jax.rl.batch import RLSample, pack_rl_update
 from mage_jax.engine.rollout_client import RolloutClient
 from mage_jax.engine import address as engine_address
 from mage_jax.rl import engine_checks
@@ -267,9 +267,16 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
   objective = obj_lib.rl_objective(obj_lib.RLLossConfig(rl.clip_eps_low, rl.clip_eps_high, rl.tis_cap),
                                    scfg.loss_chunk_size, logp_old_in_update=True)
   rows, seq_len = config.data.batch_size, config.data.seq_len
+  # An update trains every sample of its groups that fits max_micro_batches micro-batches of `rows`
+  # rows, by gradient accumulation (one optimizer step, so logp_old stays the update's own forward);
+  # one compiled step per micro-batch count used (powers of two).
+  max_micro = int(rl.get("max_micro_batches", 1))
+  if scfg.grad_accum_steps != 1:
+    raise ConfigError(f"step.grad_accum_steps={scfg.grad_accum_steps}: RL accumulates over "
+                      "rl.max_micro_batches micro-batches of data.batch_size rows; set step.grad_accum_steps=1")
   with_images = screenshot_kinds(rl.kinds)
   patch_budget = int(config.data.patch_budget) if with_images else 0
-  train_step = None
+  train_steps: dict[int, Callable] = {}
   schedule = opt_lib.schedule(opt_lib.OptimizerConfig.from_config(config.optimizer, t.total_steps))
   peak, _ = metrics_lib.device_peak_tflops(config.log.peak_tflops_per_device)
   logger = metrics_lib.Logger.from_config(workdir, config, t.total_steps, peak)
@@ -296,8 +303,9 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
           return run.stopped(version)
         wait_s = time.perf_counter() - t0
         samples, flat = samples_with_advantages(groups, rl.adv_eps)
-        batch, report = pack_rl_batch(samples, rows=rows, seq_len=seq_len, patch_budget=patch_budget,
-                                      image_keys=with_images)
+        batch, report = pack_rl_update(samples, rows=rows, max_micro_batches=max_micro, seq_len=seq_len,
+                                       patch_budget=patch_budget, image_keys=with_images)
+        micro = report["micro_batches"]
         trained = [samples[i] for r in report["row_samples"] for i in r]
         stats = rollout_stats(groups, trained, version, rl.max_policy_lag)
         if stats["max_staleness"] > rl.max_policy_lag:  # the drop above makes this unreachable
@@ -305,10 +313,11 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
         t1 = time.perf_counter()
         dev = setup.to_device(batch, t.mesh, config.data)
         with jax.set_mesh(t.mesh):
-          if train_step is None:
-            train_step = step_lib.jit_train_step(t.graphdef, t.rest, t.tx, scfg, t.mesh, t.shardings,
-                                                 batch, objective=objective)
-          state, metrics = train_step(state, dev)
+          if micro not in train_steps:
+            train_steps[micro] = step_lib.jit_train_step(t.graphdef, t.rest, t.tx,
+                                                         dataclasses.replace(scfg, grad_accum_steps=micro),
+                                                         t.mesh, t.shardings, batch, objective=objective)
+          state, metrics = train_steps[micro](state, dev)
         host = {k: float(np.asarray(v)) for k, v in jax.device_get(metrics).items()}
         update_s = time.perf_counter() - t1
         version += 1
@@ -389,6 +398,7 @@ def update_metrics(host: dict[str, float], stats: dict[str, float], served: dict
              failed_groups_total=float(totals["failed_groups"]),
              empty_groups=float(empty), zero_advantage_groups=float(flat),
              packed_samples=float(report["packed"]), left_out_samples=float(report["left_out"]),
+             micro_batches=float(report.get("micro_batches", 1)),
              skipped_samples=float(sum(report["skipped"].values())),
              truncated_prompts=float(report["truncated_prompt"]), fill=float(report["fill"]),
              patch_fill=float(report["patch_fill"]),
