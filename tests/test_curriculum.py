@@ -14,6 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _run(workdir):
   env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
   env.pop("XLA_FLAGS", None)  # one CPU device, as on a laptop
+  env.pop("JAX_COMPILATION_CACHE_DIR", None)  # the curriculum's own cache in <workdir>/jax_cache
   args = [sys.executable, "-m", "launch.curriculum", "--config=configs/mage_vl_cowork.py:tiny",
           f"--workdir={workdir}", "--config.synth.episodes=8", "--config.synth.grounding=2",
           "--config.stages.stage3_code_sft.enabled=False",
