@@ -240,6 +240,8 @@ def _only_allowed_env(tmp_path):
              JAX_PLATFORMS="cpu", OUT=str(tmp_path / "out"), PYLIB=str(tmp_path / "no_pylib"),
              BENCH_TOTAL_S="1500", PREFLIGHT_TIMEOUT="300")
   env["XLA_FLAGS"] = env.get("XLA_FLAGS", "").replace("--xla_force_host_platform_device_count=8", "")
+  for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"):
+    env.pop(name, None)   # the test session's shared cache (conftest): the script picks its own, as on a device
   return env, tops
 
 
