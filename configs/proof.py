@@ -18,7 +18,8 @@ Stages (mage_jax/runs/curriculum.py; each in <workdir>/<stage>, a rerun resumes)
               the vision stage on the base's compact vocabulary (final params are full-vocabulary)
   eval_sft    held-out evaluation (mage_jax/runs/proof_eval.py: T=1, greedy, screenshot-blind
               on GUI/hybrid) through RL's episode runner + embedded engine
-  rl          async GRPO + TIS, frontier sampling, embedded rollout server, train split only
+  rl          async GRPO + TIS, frontier sampling, embedded rollout server, train split only;
+              the learner on the compact vocabulary, the engine on the expanded params
   eval_rl     the same held-out instances
   eval_init   the same held-out instances, random init at the seed (T=1, greedy)
   results     <workdir>/results.json (every figure for init / SFT / RL, paired SFT-vs-RL tests)
@@ -103,7 +104,7 @@ def curriculum(scale: str) -> ml_collections.ConfigDict:
                  "sft": f"data.sources.teacher.paths={SUITES}/teacher/episodes.jsonl;"
                         f"data.sources.grounding.paths={SUITES}/grounding/episodes.jsonl;"
                         f"eval.click_jsonl={SUITES}/grounding_heldout/episodes.jsonl" + compact,
-                 "rl": f"rl.suite={SUITES}/train_suite",
+                 "rl": f"rl.suite={SUITES}/train_suite" + compact,
                  "eval": f"proof.heldout_suite={SUITES}/heldout_suite;"
                          f"proof.probe_episodes={SUITES}/teacher_heldout/episodes.jsonl"}.get(kind, "")
     if name == "eval_init":   # the random init never sees a button: no blind baseline needed

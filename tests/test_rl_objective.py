@@ -96,6 +96,7 @@ def test_grpo_loss_gradient_and_counts_match_numpy():
   np.testing.assert_allclose(float(metrics["approx_kl"]),
                              ((rho - 1) - np.log(rho))[m].mean(), rtol=1e-4)
   np.testing.assert_allclose(float(metrics["clip_frac"]), ref_clipped / mask.sum(), rtol=1e-6)
+  np.testing.assert_allclose(float(metrics["rollout_logp_gap"]), np.abs(old - rollout)[m].mean(), rtol=1e-5)
 
 
 def test_tis_weight_is_capped_and_has_no_gradient():

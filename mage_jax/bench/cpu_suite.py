@@ -8,7 +8,7 @@
 3. data path (read, render+pack, fill) from the data modules;
 4. compile time of the train step for the tiny and small configs;
 5. one RL (GRPO) update vs one SFT step on the same model and batch;
-6. the learning proof's student update throughput, full vs compact vocabulary (student_bench).
+6. the learning proof's student update throughput, full vs compact vocabulary, SFT and RL (student_bench).
 """
 from __future__ import annotations
 

@@ -55,9 +55,14 @@ class WeightSyncError(RuntimeError):
   """The engine did not take the new weights (reload failed, or it serves stale ones)."""
 
 
-def model_logprobs_fn(model: Any, cfg: Any, *, export_dtype: str | None = "bfloat16"
+def model_logprobs_fn(model: Any, cfg: Any, *, export_dtype: str | None = "bfloat16", vocab: Any = None
                       ) -> Callable[[Sequence[int]], np.ndarray]:
   """tokens -> [T-1] fp32 log p(tokens[t+1] | tokens[:t+1]) from the model's forward (api.Policy.logits).
+
+  With a compact `vocab` (models/compact_vocab.py; `model` on its rows), the tokens are full ids:
+  they are mapped to rows, and an id outside the vocabulary gets its rest row's log-prob less
+  log rest_ids, i.e. the expanded model's log-prob, which the engine serves. So the probe checks
+  the compact learner itself against the engine, not an expansion of it.
 
   With `export_dtype`, the forward uses the parameters rounded to that dtype, i.e. the
   weights `export` hands the engine, not the fp32 master copy: one small update can
@@ -75,11 +80,15 @@ def model_logprobs_fn(model: Any, cfg: Any, *, export_dtype: str | None = "bfloa
   policy = api.Policy(cfg=cfg, model=model)
 
   def fn(tokens: Sequence[int]) -> np.ndarray:
-    logits = policy.logits(tokens).astype(np.float64)
+    rows = np.asarray(tokens, np.int64) if vocab is None else vocab.to_compact(tokens, strict=False)
+    logits = policy.logits(rows).astype(np.float64)
     shifted = logits - logits.max(-1, keepdims=True)
     logp = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
-    targets = np.asarray(tokens[1:], np.int64)
-    return logp[np.arange(len(targets)), targets].astype(np.float32)
+    targets = np.asarray(rows[1:], np.int64)
+    out = logp[np.arange(len(targets)), targets]
+    if vocab is not None:
+      out = out - np.where(targets == vocab.rest_row, np.log(vocab.rest_ids), 0.0)
+    return out.astype(np.float32)
 
   return fn
 

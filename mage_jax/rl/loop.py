@@ -234,7 +234,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
     client.wait_ready(rl.server_ready_timeout_s)
     served = _sync(client, t, state.params, weights_root, version, probe, rl)
   else:
-    path = export(state.params, t.model_cfg, weights_root, version)
+    path = export(*t.served_params(state.params), weights_root, version)
     server = RolloutServer(path, model_name=rl.model_name, host=rl.get("engine_host", "127.0.0.1"),
                            port=rl.get("engine_port", 0)).start()
     client = RolloutClient(server.url, rl.model_name, timeout=rl.request_timeout_s)
@@ -311,7 +311,8 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
         if stats["max_staleness"] > rl.max_policy_lag:  # the drop above makes this unreachable
           raise AssertionError(f"a sample {stats['max_staleness']} updates old reached the learner")
         t1 = time.perf_counter()
-        dev = setup.to_device(batch, t.mesh, config.data)
+        rest_targets = rest_target_count(t, batch)
+        dev = t.device_batch(batch, strict=False)   # a compact learner: sampled ids on its rows
         with jax.set_mesh(t.mesh):
           if micro not in train_steps:
             train_steps[micro] = step_lib.jit_train_step(t.graphdef, t.rest, t.tx,
@@ -335,6 +336,8 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
         host.update(update_metrics(host, stats, served, totals, report, samples, dropped=dropped, empty=empty,
                                    flat=flat, version=version, wait_s=wait_s, update_s=update_s,
                                    wall_s=time.perf_counter() - t0))
+        if rest_targets is not None:
+          host["rest_targets"] = float(rest_targets)
         if int(host.get("nonfinite", 0)) and scfg.nonfinite == "stop":
           raise FloatingPointError(f"update {version}: non-finite loss or gradient")
         last = logger.step(version, host, flops_lib.batch_flops(t.model_cfg, batch,
@@ -355,7 +358,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
       if server is not None:
         server.stop()
 
-  run.finish(version, state, data_state(), (state.params, t.meta))
+  run.finish(version, state, data_state(), setup.final_params(t, state.params))
   logger.close()
   rows_ = [r for r in metrics_lib.read_metrics(workdir) if "reward_mean" in r and "step" in r]
   summary = {"name": config.get("name", ""), "updates": version, "total_updates": t.total_steps,
@@ -412,14 +415,26 @@ def update_metrics(host: dict[str, float], stats: dict[str, float], served: dict
   return out
 
 
+def rest_target_count(t: Trainer, batch: dict[str, np.ndarray]) -> int | None:
+  """Trained tokens the engine sampled outside a compact learner's vocabulary (they train its rest
+  row); None without one."""
+  if t.vocab is None:
+    return None
+  trained = np.asarray(batch["loss_mask"]) > 0
+  return int((t.vocab.table[np.asarray(batch["targets"])[trained]] == t.vocab.rest_row).sum())
+
+
 def _sync(client: RolloutClient, t: Trainer, params: Any, out_root: str, version: int,
           probe: list[int], rl: ml_collections.ConfigDict) -> dict[str, Any]:
   """Export + reload + verify (weight_sync.sync_weights: the engine must serve the new path
   and its greedy probe log-probs must match the learner's, unless config.rl.sync_probe=False)."""
   check = bool(rl.get("sync_probe", True))
-  learner = (model_logprobs_fn(state_lib.merge_model(t.graphdef, params, t.rest), t.model_cfg)
-             if check else None)
-  rep = sync_weights(client, params, t.model_cfg, out_root=out_root, version=version,
+  # The probe's reference is the learner as it trains (on compact rows when it has a vocabulary);
+  # the engine gets the full-vocabulary params it stands for.
+  learner = (model_logprobs_fn(state_lib.merge_model(t.graphdef, params, t.rest), t.model_cfg,
+                               vocab=t.vocab) if check else None)
+  served_params, served_cfg = t.served_params(params)
+  rep = sync_weights(client, served_params, served_cfg, out_root=out_root, version=version,
                      probe_tokens=probe, learner_logprobs_fn=learner,
                      tolerance=rl.sync_tolerance, keep=rl.keep_exports, probe=check)
   return {"version": rep.version, "path": rep.path, "seconds": rep.seconds,

@@ -72,6 +72,7 @@ class RLSums(NamedTuple):
   truncated: jax.Array    # policy tokens whose importance weight hit the cap
   ratio_sum: jax.Array    # sum of rho
   kl_sum: jax.Array       # sum of (rho - 1) - log rho (k3 estimate of KL(old || new))
+  gap_sum: jax.Array      # sum of |logp_old - logp_rollout| (learner vs engine on the sampled tokens)
 
 
 def grpo_sums(logp_new: jax.Array, logp_old: jax.Array, logp_rollout: jax.Array,
@@ -107,7 +108,8 @@ def grpo_sums(logp_new: jax.Array, logp_old: jax.Array, logp_rollout: jax.Array,
       clipped=(m * (clipped > unclipped)).sum(),
       truncated=(m * (jnp.exp(old - rollout) > cfg.tis_cap)).sum(),
       ratio_sum=(m * rho_sg).sum(),
-      kl_sum=(m * ((rho_sg - 1.0) - log_ratio_sg)).sum())
+      kl_sum=(m * ((rho_sg - 1.0) - log_ratio_sg)).sum(),
+      gap_sum=(m * jnp.abs(old - rollout)).sum())
 
 
 def rl_finalize(sums: RLSums) -> dict[str, jax.Array]:
@@ -120,12 +122,17 @@ def rl_finalize(sums: RLSums) -> dict[str, jax.Array]:
       "tis_trunc_frac": sums.truncated / n,
       "mean_ratio": sums.ratio_sum / n,
       "approx_kl": sums.kl_sum / n,
+      # Mean |learner - engine| log-prob of the sampled tokens: ~0 for samples of the current
+      # version (bf16 export rounding), larger with policy lag; a learner reading other tokens
+      # or weights than the engine sampled from shows here first.
+      "rollout_logp_gap": sums.gap_sum / n,
       "policy_tokens": sums.tokens,
   }
 
 
 def token_logprobs(model: Any, batch: dict[str, jax.Array], chunk_size: int) -> jax.Array:
-  """[B, T] fp32 log p(targets) under `model` on the policy tokens (0 where loss_mask is 0).
+  """[B, T] fp32 log p(targets) under `model` on the policy tokens (0 where loss_mask is 0); on a
+  compact vocabulary, the log-prob of the full-vocabulary id each target row stands for.
 
   The chunked LM head of the SFT loss (train.loss.token_stats), so [B, T, V]
   logits never exist for long rows; logp = -nll. A batch with `patches` (GUI /
@@ -133,9 +140,17 @@ def token_logprobs(model: Any, batch: dict[str, jax.Array], chunk_size: int) -> 
   the SFT step (train.step.model_hidden).
   """
   hidden = model_hidden(model, batch)
+  bias = head_bias(model)
   stats = loss_lib.token_stats(hidden, model.lm_head_kernel(), batch["targets"],
-                               chunk_size=chunk_size, mask=batch["loss_mask"], bias=head_bias(model))
-  return -stats.nll
+                               chunk_size=chunk_size, mask=batch["loss_mask"], bias=bias)
+  if bias is None:
+    return -stats.nll
+  # A compact vocabulary (models/compact_vocab.py): the rest row holds the mass of all
+  # rest_ids ids it stands for (its bias is log rest_ids), so one sampled id of them has
+  # log-prob log p(rest row) - log rest_ids: the full model's log-prob, which the engine
+  # (serving the expanded params) reports and the importance weight compares against.
+  live = batch["loss_mask"] > 0
+  return jnp.where(live, -stats.nll - bias[batch["targets"]], 0.0)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -249,10 +249,19 @@ class Trainer:
   vocab: Any = None
   full_cfg: Any = None
 
-  def device_batch(self, batch: dict[str, np.ndarray]) -> Any:
+  def device_batch(self, batch: dict[str, np.ndarray], *, strict: bool = True) -> Any:
+    """The batch on the mesh, on the compact rows when there is a vocabulary. strict: a trained
+    target outside it is an error (SFT data the model could never predict); RL's sampled tokens
+    pass strict=False and reach the rest row (rl/objective.py token_logprobs)."""
     if self.vocab is not None:
-      batch = self.vocab.compact_batch(batch)
+      batch = self.vocab.compact_batch(batch, strict=strict)
     return to_device(batch, self.mesh, self.data)
+
+  def served_params(self, params: Any) -> tuple[Any, Any]:
+    """(params, model config) an engine serves: the full vocabulary (expanded when compact)."""
+    if self.vocab is None:
+      return params, self.model_cfg
+    return final_params(self, params)[0], self.full_cfg
 
 
 def build_trainer(config: ml_collections.ConfigDict, workdir: str, mesh: Any, total_steps: int,
