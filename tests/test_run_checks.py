@@ -144,3 +144,23 @@ def test_shell_exits_1_on_a_diverged_run_and_2_on_a_config_error(capsys):
       shell.run_job(job, object(), "w", run_setup.ConfigError)
     assert e.value.code == code
     assert capsys.readouterr().err.startswith(line)
+
+
+def test_a_source_that_packs_to_nothing_is_a_config_error_saying_why(tmp_path):
+  """Episodes whose screenshots are gone (e.g. a JSONL moved away from its images/) render to no
+  sample; the SFT set-up names the source and the skip reason, not a bare 'no shards'."""
+  import shutil
+  from configs import stage2_gui_sft
+  from mage_jax.data import synth
+  from mage_jax.train import loop
+  synth.generate(str(tmp_path / "synth"), seed=0, episodes=4, grounding=2)
+  shutil.rmtree(tmp_path / "synth" / "images")
+  c = stage2_gui_sft.get_config("tiny")
+  c.synth.enabled = False
+  c.data.sources = {"screens": {"paths": str(tmp_path / "synth" / "grounding.jsonl"), "weight": 1.0,
+                                "stage": 2}}
+  c.data.packed_dir = str(tmp_path / "packed")
+  c.prep.pack_if_missing = True
+  with pytest.raises(run_setup.ConfigError, match=r"data source 'screens': no bins .*0 samples packed, "
+                                                 r"skipped: read: missing image 2"):
+    loop.prepare(c, str(tmp_path / "w"))

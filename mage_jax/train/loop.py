@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Any
@@ -104,9 +105,27 @@ def prepare(config: ml_collections.ConfigDict, workdir: str) -> ml_collections.C
   data.heldout_dir = heldout_dir(data) if os.path.isdir(heldout_dir(data)) else ""
   for name in data.sources.keys():
     d = data.sources[name].get("packed_dir", "") or os.path.join(data.packed_dir, name)
-    if not records.shard_paths(d) or _count_bins(records.shard_paths(d)) == 0:
-      raise ConfigError(f"data source {name!r}: no bins in {d} (empty dataset)")
+    try:
+      shards = records.shard_paths(d)
+    except FileNotFoundError:
+      shards = []
+    if not shards or _count_bins(shards) == 0:
+      raise ConfigError(f"data source {name!r}: no bins in {d} (empty dataset"
+                        f"{_source_skips(data.packed_dir, name)})")
   return data
+
+
+def _source_skips(packed_dir: str, name: str) -> str:
+  """'; 0 samples packed, skipped: read: missing image 600' from the pack
+  manifest, so an empty source says why ('' when the manifest has nothing on it)."""
+  try:
+    with open(os.path.join(packed_dir, "manifest.json")) as f:
+      src = json.load(f)["sources"][name]
+  except (OSError, KeyError, ValueError):
+    return ""
+  skips = ", ".join(f"{stage}: {reason.replace('_', ' ')} {n}" for stage, counts in src.get("skipped", {}).items()
+                    for reason, n in counts.items())
+  return f"; {src.get('samples', 0)} samples packed" + (f", skipped: {skips}" if skips else "")
 
 
 def heldout_dir(data: ml_collections.ConfigDict) -> str:
