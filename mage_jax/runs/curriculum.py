@@ -179,7 +179,15 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> list[dict]:
   os.makedirs(workdir, exist_ok=True)
   previous = config.init_from
   rows = []
-  for name, s in stage_list(config):
+  for name, s in sorted(config.stages.items(), key=lambda kv: kv[1].order):
+    if not s.enabled:
+      # A disabled training stage that finished in this workdir still feeds the next one: with
+      # `sft.enabled=False` to run only rl, rl once started from random init (session 22).
+      finished = os.path.abspath(os.path.join(workdir, name))
+      if ckpt_lib.has_final_params(finished):
+        previous = finished
+        print(f"=== {name} (disabled; its finished params feed the next stages) -> {finished}", flush=True)
+      continue
     cfg = stage_config(config, s, previous, synth_out)
     stage_dir = os.path.join(workdir, name)
     if is_shared(config, s):
