@@ -41,15 +41,8 @@ for H in $HARNESSES; do
     "--config.suite=$RUN/train_term" --config.repeats=1 "--config.slots=$SLOTS" \
     --config.env.width=640 --config.env.height=400 "--workdir=$RUN/collect_$H"
   # 2. its kept trajectories in two halves (the SFT config's teacher and grounding sources)
-  "$PY" - "$RUN/collect_$H" <<'EOF'
-import sys
-d = sys.argv[1]
-lines = [l for l in open(f"{d}/trajectories.jsonl") if l.strip()]
-for name, part in (("half_a", lines[0::2]), ("half_b", lines[1::2])):
-  with open(f"{d}/{name}.jsonl", "w") as f:
-    f.writelines(part)
-print(f"{d}: {len(lines)} kept trajectories")
-EOF
+  "$PY" experiments/split_halves.py "$RUN/collect_$H/trajectories.jsonl" \
+    "$RUN/collect_$H/half_a.jsonl" "$RUN/collect_$H/half_b.jsonl"
   # 3. a student on them, evaluated on the held-out terminal instances
   W=$RUN/student_$H
   mkdir -p "$W"; ln -sfn "$D" "$W/data"; ln -sfn "$DATA_FROM/base" "$W/base"

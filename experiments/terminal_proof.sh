@@ -47,14 +47,11 @@ if [ -z "$DATA_FROM" ]; then
 fi
 
 # 2. the terminal episodes in two halves; the held-out terminal suite
+"$PY" experiments/split_halves.py "$D/teacher/terminal.jsonl" "$D/teacher/term_a.jsonl" "$D/teacher/term_b.jsonl"
 "$PY" - "$D" <<'EOF'
 import os, sys
 from mage_jax.tasks import proof_family as pf
 d = sys.argv[1]
-lines = [l for l in open(f"{d}/teacher/terminal.jsonl") if l.strip()]
-for name, part in (("term_a", lines[0::2]), ("term_b", lines[1::2])):
-  with open(f"{d}/teacher/{name}.jsonl", "w") as f:
-    f.writelines(part)
 src, dst = f"{d}/heldout_suite", f"{d}/heldout_term"
 os.makedirs(dst, exist_ok=True)
 kept = [e for e in sorted(os.listdir(src))
@@ -62,7 +59,7 @@ kept = [e for e in sorted(os.listdir(src))
 for e in kept:
   if not os.path.lexists(f"{dst}/{e}"):
     os.symlink(f"{src}/{e}", f"{dst}/{e}")
-print(f"terminal teacher episodes {len(lines)}; held-out terminal instances {len(kept)}")
+print(f"held-out terminal instances {len(kept)}")
 EOF
 
 # 3. SFT -> eval -> RL -> eval
