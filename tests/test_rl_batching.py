@@ -269,3 +269,40 @@ def test_a_reload_lets_the_slots_on_the_old_weights_finish_before_admitting(gate
     t.join(10)
   assert out["running"].tokens == ["old"] and out["late"].tokens == ["new"]
   assert out["late"].label == "new"
+
+
+class _EndlessEngine(_GatedEngine):
+  """Every decode step waits at the gate and finishes nothing: its slots generate forever."""
+
+  def step(self):
+    self.started.set()
+    self.gate.wait(30)
+    return []
+
+
+def test_stop_answers_a_request_still_generating(monkeypatch):
+  # The RL stage stops its embedded server while a leftover rollout episode's request is still
+  # generating. That request must come back at once with an error (the server answers HTTP 500),
+  # not wait forever: before the fix its client sat out the whole request timeout (600 s).
+  gate, started = threading.Event(), threading.Event()
+  monkeypatch.setattr(gb, "SlotEngine", lambda capacity: _EndlessEngine(gate, started))
+  batcher = gb.GenerateBatcher(lambda: ("w", "w"))
+  errors = []
+  job = gb.Job(np.asarray([1]), 100, 1.0, 1.0, 0)
+
+  def submit():
+    try:
+      batcher.submit(job)
+    except RuntimeError as e:
+      errors.append(str(e))
+  t = threading.Thread(target=submit, daemon=True)
+  t.start()
+  assert started.wait(10)
+  batcher.stop()
+  gate.set()
+  t.join(10)
+  assert not t.is_alive(), "a request still generating was never answered after stop()"
+  assert errors == ["the rollout server stopped before this request finished"]
+  assert batcher.inflight == 0
+  with pytest.raises(RuntimeError, match="stopping"):   # and nothing new is admitted
+    batcher.submit(gb.Job(np.asarray([1]), 1, 1.0, 1.0, 0))

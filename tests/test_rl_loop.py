@@ -483,3 +483,23 @@ def test_config_rejects_biased_sampling_and_rows_too_short_for_prompt_plus_compl
   c.episode.context_len = c.data.seq_len
   with pytest.raises(ConfigError, match="exceeds config.data.seq_len"):
     loop.validate(c)
+
+
+def test_a_group_failing_after_stop_is_abandoned_quietly_not_dropped(capsys):
+  # The RL stage stops its server after workers.stop(): an episode still in flight then fails.
+  # That is the run ending, not an engine fault: no "dropped" line, no failed-group count.
+  in_call, release = threading.Event(), threading.Event()
+
+  def cut_off(ctx, task_id, n, group_id):
+    in_call.set()
+    release.wait(10.0)
+    raise RolloutError("POST http://fake/v1/completions: HTTP 500: the rollout server stopped")
+
+  workers = _workers(cut_off).start()
+  assert in_call.wait(10.0)
+  workers.stop()
+  release.set()
+  workers.close(10.0)
+  assert not any(t.is_alive() for t in workers.threads)
+  assert workers.failed_groups == 0 and workers.abandoned_groups == 1 and workers.in_flight == 0
+  assert "dropped" not in capsys.readouterr().out

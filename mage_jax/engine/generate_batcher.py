@@ -160,7 +160,13 @@ class GenerateBatcher:
       with self.cond:
         self.cond.wait_for(lambda: self.stopped or engine.active or (self.queue and not self.frozen))
         if self.stopped:
-          engine.fail(RuntimeError("the rollout server stopped before this request finished"))
+          # Requests still generating are answered (an error, HTTP 500 from the server) rather
+          # than left waiting: their clients would otherwise sit out the whole request timeout.
+          failed = engine.fail(RuntimeError("the rollout server stopped before this request finished"))
+          self.inflight -= len(failed)
+          for job in failed:
+            job.done.set()
+          self.cond.notify_all()
           return
         jobs = self._admit()
         self.running = True

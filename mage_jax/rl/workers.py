@@ -40,6 +40,7 @@ class RolloutWorkers:
     self.learner_version = learner_version
     self.error: BaseException | None = None
     self.failed_groups = 0        # groups lost to an engine error (dropped and counted)
+    self.abandoned_groups = 0     # groups whose engine call failed after stop(): the run had ended
     self._failures_in_a_row = 0
     self.started_groups = 0
     self.prefix = group_prefix
@@ -75,6 +76,10 @@ class RolloutWorkers:
         # count it; several failures in a row mean the engine is gone, and the learner raises.
         with self.cond:
           self.in_flight -= 1
+          if self._stop.is_set():   # the run ended under it (its engine stopped): not a drop
+            self.abandoned_groups += 1
+            self.cond.notify_all()
+            return
           self.failed_groups += 1
           self._failures_in_a_row += 1
           print(f"rollout group {group_id} (task {task_id!r}) dropped: {e}", flush=True)
