@@ -56,6 +56,7 @@ JOBS = {"data": "mage_jax.runs.proof_steps:teacher_data",
 STAGES = (("data", "data"), ("base", "base"), ("vision", "vision"), ("sft", "sft"), ("eval_sft", "eval"), ("rl", "rl"), ("eval_rl", "eval"),
           ("eval_init", "eval"), ("results", "results"))
 GROUNDING_SHARE = 0.3      # SFT's mixture weight of the click screens (proof_grounding)
+TERMINAL_SHARE = 0.35     # SFT's weight of the terminal teacher episodes; GUI and hybrid get the rest
 SUITES = "{workdir}/data"   # <data stage>/train_suite, heldout_suite, teacher/episodes.jsonl
 BASE = "{workdir}/base"     # the base stage: hf/ (full-vocabulary Qwen3) and vocab.json (compact rows)
 # Screens are small to keep the image-token count down (the family's 640x400 -> 240 merged
@@ -101,7 +102,8 @@ def curriculum(scale: str) -> ml_collections.ConfigDict:
     overrides = {"vision": f"data.sources.teacher.paths={SUITES}/grounding/episodes.jsonl;"
                            f"eval.click_jsonl={SUITES}/grounding_heldout/episodes.jsonl"
                            + ("" if scale else f";init.from_dir={BASE}/hf") + compact,
-                 "sft": f"data.sources.teacher.paths={SUITES}/teacher/episodes.jsonl;"
+                 "sft": f"data.sources.gui.paths={SUITES}/teacher/gui.jsonl,{SUITES}/teacher/hybrid.jsonl;"
+                        f"data.sources.terminal.paths={SUITES}/teacher/terminal.jsonl;"
                         f"data.sources.grounding.paths={SUITES}/grounding/episodes.jsonl;"
                         f"eval.click_jsonl={SUITES}/grounding_heldout/episodes.jsonl" + compact,
                  "rl": f"rl.suite={SUITES}/train_suite" + compact,
@@ -217,11 +219,15 @@ def sft(smoke: bool) -> ml_collections.ConfigDict:
   # curriculum fills in the data stage's files). Without the screens, SFT on 100 click episodes
   # (145 (instruction, point) pairs) undid the vision stage's grounding: its held-out click accuracy
   # was 40% in the agent prompt before SFT and click_colour 4/60 after (docs/results.md, session 17).
-  common.set_sources(c, {"teacher": ("", 1.0 - GROUNDING_SHARE, 4), "grounding": ("", GROUNDING_SHARE, 4)})
+  # The terminal episodes are a source of their own: a screenshot row fills a bin while ~1.6 terminal
+  # samples share one, so in one "teacher" source (session 18) the terminal templates got a fraction
+  # of the bins and reached 46/120 at T=1; with their own half of the bins, 108/120 (session 22).
+  common.set_sources(c, {"gui": ("", 1.0 - GROUNDING_SHARE - TERMINAL_SHARE, 4),
+                         "terminal": ("", TERMINAL_SHARE, 4), "grounding": ("", GROUNDING_SHARE, 4)})
   del c["synth"]
   c.prep.pack_if_missing = True
   c.prep.heldout_episodes = 0           # held-out *tasks* are evaluated by playing them
-  c.train.total_steps = 3 if smoke else 800
+  c.train.total_steps = 3 if smoke else 1_000   # session 22's mixture: 1,000 steps (1,256 s)
   c.train.num_epochs = 1
   c.data.num_epochs = -1
   # 1e-3, not 3e-3: at 3e-3 (with the screens mixed in) held-out click accuracy fell from 40% to 20%;
