@@ -40,16 +40,16 @@ for H in $HARNESSES; do
   "$PY" -m launch.collect --config=configs/evolve.py:scripted,collect "--config.harness=configs/harness.py:$H" \
     "--config.suite=$RUN/train_term" --config.repeats=1 "--config.slots=$SLOTS" \
     --config.env.width=640 --config.env.height=400 "--workdir=$RUN/collect_$H"
-  # 2. its kept trajectories in two halves (the SFT config's teacher and grounding sources)
-  "$PY" experiments/split_halves.py "$RUN/collect_$H/trajectories.jsonl" \
-    "$RUN/collect_$H/half_a.jsonl" "$RUN/collect_$H/half_b.jsonl"
+  # 2. its kept trajectories in three parts (the SFT config's gui, terminal and grounding sources)
+  "$PY" experiments/split_parts.py "$RUN/collect_$H/trajectories.jsonl" \
+    "$RUN/collect_$H/part_a.jsonl" "$RUN/collect_$H/part_b.jsonl" "$RUN/collect_$H/part_c.jsonl"
   # 3. a student on them, evaluated on the held-out terminal instances
   W=$RUN/student_$H
   mkdir -p "$W"; ln -sfn "$D" "$W/data"; ln -sfn "$DATA_FROM/base" "$W/base"
   S=()
   for s in data base vision eval_init rl eval_rl results; do S+=("--config.stages.$s.enabled=False"); done
   "$PY" -u -m launch.curriculum --config=configs/proof.py "--workdir=$W" --config.shared_dir= "--config.seed=$SEED" "${S[@]}" \
-    "--config.stages.sft.overrides=data.sources.teacher.paths=$RUN/collect_$H/half_a.jsonl;data.sources.grounding.paths=$RUN/collect_$H/half_b.jsonl;eval.click_jsonl=;model.compact_vocab=$W/base/vocab.json;init.from_dir=$W/base/hf;train.total_steps=$SFT_STEPS" \
+    "--config.stages.sft.overrides=data.sources.gui.paths=$RUN/collect_$H/part_a.jsonl;data.sources.terminal.paths=$RUN/collect_$H/part_b.jsonl;data.sources.grounding.paths=$RUN/collect_$H/part_c.jsonl;eval.click_jsonl=;model.compact_vocab=$W/base/vocab.json;init.from_dir=$W/base/hf;train.total_steps=$SFT_STEPS" \
     "--config.stages.eval_sft.overrides=proof.heldout_suite=$D/heldout_term;proof.probe_episodes=$D/teacher_heldout/terminal.jsonl;proof.modes=t1"
 done
 

@@ -46,8 +46,10 @@ if [ -z "$DATA_FROM" ]; then
   "${CUR[@]}" $(only data base)
 fi
 
-# 2. the terminal episodes in two halves; the held-out terminal suite
-"$PY" experiments/split_halves.py "$D/teacher/terminal.jsonl" "$D/teacher/term_a.jsonl" "$D/teacher/term_b.jsonl"
+# 2. the terminal episodes in three parts (the SFT config's gui, terminal and grounding sources: the same
+#    distribution in each, so their weights only interleave them); the held-out terminal suite
+"$PY" experiments/split_parts.py "$D/teacher/terminal.jsonl" "$D/teacher/term_a.jsonl" "$D/teacher/term_b.jsonl" \
+  "$D/teacher/term_c.jsonl"
 "$PY" - "$D" <<'EOF'
 import os, sys
 from mage_jax.tasks import proof_family as pf
@@ -66,7 +68,7 @@ EOF
 C="model.compact_vocab=$WORKDIR/base/vocab.json"
 EVAL="proof.heldout_suite=$D/heldout_term;proof.probe_episodes=$D/teacher_heldout/terminal.jsonl;proof.modes=t1"
 "${CUR[@]}" $(only sft eval_sft rl eval_rl) \
-  "--config.stages.sft.overrides=data.sources.teacher.paths=$D/teacher/term_a.jsonl;data.sources.grounding.paths=$D/teacher/term_b.jsonl;eval.click_jsonl=;$C;init.from_dir=$WORKDIR/base/hf;train.total_steps=$SFT_STEPS" \
+  "--config.stages.sft.overrides=data.sources.gui.paths=$D/teacher/term_a.jsonl;data.sources.terminal.paths=$D/teacher/term_b.jsonl;data.sources.grounding.paths=$D/teacher/term_c.jsonl;eval.click_jsonl=;$C;init.from_dir=$WORKDIR/base/hf;train.total_steps=$SFT_STEPS" \
   "--config.stages.eval_sft.overrides=$EVAL" \
   "--config.stages.rl.overrides=rl.suite=$D/train_suite;rl.kinds=terminal;rl.total_updates=$RL_UPDATES;rl.groups_per_update=4;rl.episodes_per_group=8;rl.max_micro_batches=32;optimizer.learning_rate=$RL_LR;$C" \
   "--config.stages.eval_rl.overrides=$EVAL"
