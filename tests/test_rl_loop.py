@@ -181,6 +181,10 @@ def test_samples_get_their_groups_relative_advantage():
   np.testing.assert_allclose([s.advantage for s in samples], [a[0], a[0], a[1], a[2], 0.0, 0.0],
                              rtol=1e-5, atol=1e-6)
   assert flat == 1
+  # the flat group's samples (and the one at the mean of its group) carry no gradient: not packed
+  from mage_jax.rl.loop import samples_with_gradient
+  kept, left_out = samples_with_gradient(samples)
+  assert left_out == 3 and [s.advantage for s in kept] == [s.advantage for s in samples[:3]]
 
 
 # --- end to end ----------------------------------------------------------------------------------
@@ -389,9 +393,11 @@ def test_launch_rl_tiny_on_real_terminal_tasks(tmp_path):
   assert summary["updates"] == 1
   row = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()
          if '"reward_mean"' in line][0]
-  # 2 groups x 4 episodes of real sandboxed terminal tasks, every policy call trained.
+  # 2 groups x 4 episodes of real sandboxed terminal tasks, every policy call trained or, with
+  # advantage 0 (a group of equal rewards: the random policy's are all 0), counted and not packed.
   assert row["episodes"] == 8 and row["env_errors"] == 0
-  assert row["samples"] == row["packed_samples"] >= 8 and row["left_out_samples"] == 0
+  assert row["samples"] == row["packed_samples"] and row["left_out_samples"] == 0
+  assert row["packed_samples"] + row["zero_advantage_samples"] >= 8
   assert row["served_version"] == 1 and row["probe_max_abs_diff"] <= 0.05
   assert (workdir / "checkpoints").is_dir() and (workdir / "final_params.meta.json").exists()
 

@@ -3,6 +3,8 @@ objective=rl_objective) on the tiny Qwen3: packed log-probs match each
 sample's own forward, ratio 1 gives loss -mean(A), a few updates move
 completion log-probs in the advantage's direction, and grad accumulation equals
 the big batch."""
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -212,3 +214,43 @@ def test_logp_old_from_the_update_forward_equals_the_separate_forward(packed):
   stale = dict(separate, logp_old=(logp + 0.3 * mask).astype(np.float32))
   g_stale, _ = grads_metrics(stale, 1, False)
   assert max(np.abs(a - b).max() for a, b in zip(g_stale, g_ref)) > 1e-4
+
+
+@dataclasses.dataclass(frozen=True)
+class PoisonedOnPadding:
+  """The RL objective, but NaN on a micro-batch without a trained token: a step that computes
+  such a micro-batch returns NaN, one that skips it the objective's own figures."""
+  inner: obj.RLObjective
+
+  def sums(self, model, batch):
+    s = self.inner.sums(model, batch)
+    return s._replace(loss=s.loss + jnp.where(jnp.any(batch["loss_mask"] > 0), 0.0, jnp.nan))
+
+  def finalize(self, sums):
+    return self.inner.finalize(sums)
+
+
+def test_micro_batches_of_padding_are_skipped_and_the_rest_add_up_exactly(packed):
+  """rl.batch.pack_rl_update fills the first micro-batches and leaves the rest padding; the step
+  must give the gradient of the live rows alone, without computing the padding ones."""
+  _, batch, _ = packed
+  graphdef, rest, _, _, _, state = setup(1e-2)
+  logp = np.asarray(obj.make_logp_fn(graphdef, rest, CHUNK)(state.params, batch))
+  batch = dict(batch, logp_old=logp, logp_rollout=logp)
+  # rows [b0, pad, b1, pad, ...]: with 2 micro-batches (rows j, j+2, ...) micro 0 holds the whole
+  # batch and micro 1 only padding, whose tokens are garbage ids
+  padded = {k: np.stack([x for row in v for x in (row, np.zeros_like(row))]) for k, v in batch.items()}
+  padded["tokens"][1::2] = 7
+  objective = PoisonedOnPadding(obj.rl_objective(RL_CFG, CHUNK))
+  out = {}
+  for accum, b in ((1, batch), (2, padded)):
+    cfg = step_lib.StepConfig(grad_accum_steps=accum, loss_chunk_size=CHUNK)
+    grads, sums = jax.jit(lambda p, bb: step_lib.grads_and_sums(graphdef, cfg, p, rest, bb, objective)
+                          )(state.params, b)
+    out[accum] = ([np.asarray(g) for g in jax.tree_util.tree_leaves(grads)], sums)
+  (g1, s1), (g2, s2) = out[1], out[2]
+  assert np.isfinite(float(s2.loss)), "the padding micro-batch was computed"
+  assert float(s2.denominator) == float(s1.denominator) == batch["loss_mask"].sum()
+  np.testing.assert_allclose(float(s2.loss), float(s1.loss), rtol=1e-6, atol=1e-7)
+  for a, b in zip(g2, g1):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)

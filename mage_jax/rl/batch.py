@@ -190,7 +190,10 @@ def pack_rl_update(samples: Sequence[RLSample], *, rows: int, max_micro_batches:
 
   The batch is cut to micro x rows rows, micro being the smallest power of two (capped at
   max_micro_batches) whose rows hold every packed bin: few distinct shapes, so few compiles of the
-  accumulating step. report["micro_batches"] = micro; fill and patch_fill are over the rows kept;
+  accumulating step. The bins fill the first report["live_micro_batches"] micro-batches (in
+  train.step's strided split) and the rest are padding the step skips; report["row_samples"] is
+  per row of the returned batch ([] on padding). report["micro_batches"] = micro; fill and
+  patch_fill are over the rows kept;
   left_out counts only the samples beyond max_micro_batches x rows rows. Why: with one row per
   screenshot call, a 4-row batch trained 4-6 of an update's ~60 samples, and the 4 it kept (the
   largest bins first) often came from groups with zero advantage (docs/rl.md)."""
@@ -204,8 +207,15 @@ def pack_rl_update(samples: Sequence[RLSample], *, rows: int, max_micro_batches:
     micro *= 2
   micro = min(micro, max_micro_batches)
   n = micro * rows
-  batch = {k: v[:n] for k, v in batch.items()}
-  report = dict(report, micro_batches=micro,
+  # train.step's micro-batch j is rows j, j+micro, j+2*micro, ...; bin k goes to micro-batch
+  # k // rows, so the packed bins fill the first micro-batches whole and the rest are all padding,
+  # which the step skips (a power-of-two count of 16 for 9 micro-batches' worth of bins computed
+  # 16 before, 9 now).
+  order = [(r % micro) * rows + r // micro for r in range(n)]
+  batch = {k: v[order] for k, v in batch.items()}
+  bins = report["row_samples"]
+  report = dict(report, micro_batches=micro, live_micro_batches=-(-used // rows),
+                row_samples=[bins[k] if k < used else [] for k in order],
                 fill=int((batch["segment_ids"] > 0).sum()) / (n * seq_len),
                 patch_fill=report["patches"] / max(1, n * patch_budget))
   return batch, report

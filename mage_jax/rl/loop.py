@@ -159,6 +159,15 @@ def samples_with_advantages(groups: Sequence[RolloutGroup], eps: float) -> tuple
   return out, flat
 
 
+def samples_with_gradient(samples: Sequence[RLSample]) -> tuple[list[RLSample], int]:
+  """(the samples whose advantage is not 0, how many were left out). A sample with advantage 0
+  (every one of a group whose rewards are equal) adds nothing to the gradient, so packing it
+  only costs micro-batches; DAPO's dynamic sampling drops such groups too. The update's token
+  mean is then over the samples trained (Adam is indifferent to the gradient's scale)."""
+  kept = [s for s in samples if s.advantage != 0.0]
+  return kept, len(samples) - len(kept)
+
+
 def rollout_stats(groups: Sequence[RolloutGroup], samples: Sequence[RLSample], version: int,
                   lag: int) -> dict[str, float]:
   rewards = np.concatenate([g.rewards for g in groups]) if groups else np.zeros(0)
@@ -303,6 +312,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
           return run.stopped(version)
         wait_s = time.perf_counter() - t0
         samples, flat = samples_with_advantages(groups, rl.adv_eps)
+        samples, zero_adv = samples_with_gradient(samples)
         batch, report = pack_rl_update(samples, rows=rows, max_micro_batches=max_micro, seq_len=seq_len,
                                        patch_budget=patch_budget, image_keys=with_images)
         micro = report["micro_batches"]
@@ -334,7 +344,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
                       dropped_extra_episodes=int(stats["dropped_extra_episodes"]),
                       left_out_samples=report["left_out"], skipped_samples=sum(report["skipped"].values()))
         host.update(update_metrics(host, stats, served, totals, report, samples, dropped=dropped, empty=empty,
-                                   flat=flat, version=version, wait_s=wait_s, update_s=update_s,
+                                   flat=flat, zero_adv=zero_adv, version=version, wait_s=wait_s, update_s=update_s,
                                    wall_s=time.perf_counter() - t0))
         if rest_targets is not None:
           host["rest_targets"] = float(rest_targets)
@@ -393,13 +403,15 @@ def gather_groups(workers: RolloutWorkers, admission: AdmissionWindow, rl: ml_co
 
 def update_metrics(host: dict[str, float], stats: dict[str, float], served: dict[str, Any], totals: Any,
                    report: dict[str, Any], samples: Sequence[RLSample], *, dropped: int, empty: int, flat: int,
-                   version: int, wait_s: float, update_s: float, wall_s: float) -> dict[str, float]:
+                   zero_adv: int, version: int, wait_s: float, update_s: float, wall_s: float) -> dict[str, float]:
   """One update's logged scalars beside the step's own (`host`): rollout stats, sync, packing, timing."""
   out = dict(stats, version=float(version), served_version=float(served["version"]),
              sync_seconds=served["seconds"],
              dropped_stale_groups=float(dropped), dropped_stale_groups_total=float(totals["dropped_stale_groups"]),
              failed_groups_total=float(totals["failed_groups"]),
              empty_groups=float(empty), zero_advantage_groups=float(flat),
+             zero_advantage_samples=float(zero_adv),   # not packed: no gradient
+             live_micro_batches=float(report.get("live_micro_batches", 1)),
              packed_samples=float(report["packed"]), left_out_samples=float(report["left_out"]),
              micro_batches=float(report.get("micro_batches", 1)),
              skipped_samples=float(sum(report["skipped"].values())),

@@ -5,7 +5,8 @@ Gradient accumulation scans over micro-batches and adds *sums* (weighted
 loss, denominator, gradients of the summed loss) and divides once at the end,
 so the result is the big-batch token mean no matter how trained tokens are
 spread over micro-batches. Micro-batch j takes rows j, j+n, j+2n, ... so each
-micro-batch stays spread over every data-parallel device.
+micro-batch stays spread over every data-parallel device; one without a trained
+token is skipped (its sums are zero).
 
 The objective is pluggable: anything with `sums(model, batch)` (a NamedTuple
 of additive fp32 scalars with `.loss` and `.denominator`) and
@@ -116,16 +117,21 @@ def grads_and_sums(graphdef: Any, cfg: StepConfig, params: Any, rest: Any,
     return one(batch)
   micro = split_micro(batch, cfg.grad_accum_steps)
 
-  def body(carry, mb):
-    g_acc, s_acc = carry
-    g, s = one(mb)
-    return (jax.tree_util.tree_map(jnp.add, g_acc, g),
-            jax.tree_util.tree_map(jnp.add, s_acc, s)), None
-
   zeros_g = jax.tree_util.tree_map(lambda p: jnp.zeros(p.shape, jnp.float32), params)
   sums_like = jax.eval_shape(lambda p, b: objective.sums(merge_model(graphdef, p, rest), b),
                              params, jax.tree_util.tree_map(lambda x: x[0], micro))
   zeros_s = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), sums_like)
+
+  def body(carry, mb):
+    g_acc, s_acc = carry
+    # A micro-batch without a trained token adds exactly zero to every sum and gradient, so it
+    # is not computed: an RL update's batch is a power-of-two count of micro-batches whose
+    # packed bins fill the first ones (rl.batch.pack_rl_update) and the rest are padding.
+    skip = lambda _: (jax.tree_util.tree_map(lambda p: jnp.zeros(p.shape, p.dtype), params), zeros_s)
+    g, s = jax.lax.cond(jnp.any(mb["loss_mask"] > 0), one, skip, mb)
+    return (jax.tree_util.tree_map(jnp.add, g_acc, g),
+            jax.tree_util.tree_map(jnp.add, s_acc, s)), None
+
   (grads, sums), _ = jax.lax.scan(body, (zeros_g, zeros_s), micro)
   return grads, sums
 
