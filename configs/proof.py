@@ -106,7 +106,7 @@ def curriculum(scale: str) -> ml_collections.ConfigDict:
                         f"data.sources.terminal.paths={SUITES}/teacher/terminal.jsonl;"
                         f"data.sources.grounding.paths={SUITES}/grounding/episodes.jsonl;"
                         f"eval.click_jsonl={SUITES}/grounding_heldout/episodes.jsonl" + compact,
-                 "rl": f"rl.suite={SUITES}/train_suite" + compact,
+                 "rl": f"rl.suite={SUITES}/rl_suite" + compact,
                  "eval": f"proof.heldout_suite={SUITES}/heldout_suite;"
                          f"proof.probe_episodes={SUITES}/teacher_heldout/episodes.jsonl"}.get(kind, "")
     if name == "eval_init":   # the random init never sees a button: no blind baseline needed
@@ -145,6 +145,9 @@ def _family(c: ml_collections.ConfigDict, smoke: bool) -> None:
       # SFT fell 0.591 -> 0.408 nats and held-out T=1 rose 21.3% -> 27.1% (docs/results.md, s18)
       train_per_template=2 if smoke else 300,
       heldout_per_template=1 if smoke else -1,    # -1: every held-out instance
+      # RL's own instances: train values no train instance (so no SFT episode) holds. On SFT's
+      # instances the policy recalls the values (docs/results.md, s24): RL there practised recall
+      rl_per_template=2 if smoke else 300,
       # held-out instances per template the teacher also plays, for the copy probe only (the eval
       # stages' NLL of held-out value tokens, train/copy_probe.py; never trained on)
       probe_per_template=1 if smoke else 10,

@@ -70,7 +70,7 @@ EVAL="proof.heldout_suite=$D/heldout_term;proof.probe_episodes=$D/teacher_heldou
 "${CUR[@]}" $(only sft eval_sft rl eval_rl) \
   "--config.stages.sft.overrides=data.sources.gui.paths=$D/teacher/term_a.jsonl;data.sources.terminal.paths=$D/teacher/term_b.jsonl;data.sources.grounding.paths=$D/teacher/term_c.jsonl;eval.click_jsonl=;$C;init.from_dir=$WORKDIR/base/hf;train.total_steps=$SFT_STEPS" \
   "--config.stages.eval_sft.overrides=$EVAL" \
-  "--config.stages.rl.overrides=rl.suite=$D/train_suite;rl.kinds=terminal;rl.total_updates=$RL_UPDATES;rl.groups_per_update=4;rl.episodes_per_group=8;rl.max_micro_batches=32;optimizer.learning_rate=$RL_LR;$C" \
+  "--config.stages.rl.overrides=rl.suite=$D/rl_suite;rl.kinds=terminal;rl.total_updates=$RL_UPDATES;rl.groups_per_update=4;rl.episodes_per_group=8;rl.max_micro_batches=32;optimizer.learning_rate=$RL_LR;$C" \
   "--config.stages.eval_rl.overrides=$EVAL"
 
 # 4. the paired test

@@ -38,7 +38,7 @@ def read(wd, *parts):
 def test_smoke_pipeline_writes_every_figure(smoke):
   from mage_jax.tasks.proof_family import TEMPLATES
   data = read(smoke, "data", "summary.json")
-  assert data["instances"] == {"train": 8, "heldout": 4} and data["teacher_episodes"] == 8
+  assert data["instances"] == {"train": 8, "heldout": 4, "rl": 8} and data["teacher_episodes"] == 8
   assert data["probe_episodes"].endswith("teacher_heldout/episodes.jsonl")
   assert data["grounding"] == {"train": 2, "heldout": 1}   # the vision stage's click screens
   vision = read(smoke, "vision", "summary.json")   # GUI midtraining: its steps and held-out clicks
@@ -72,10 +72,15 @@ def test_smoke_pipeline_writes_every_figure(smoke):
   assert len(res["rl_curve"]) == 1 and res["rl_curve"][0]["episodes"] == 2
   for png in ("proof_success_reward.png", "proof_calls.png", "proof_tokens.png"):
     assert os.path.getsize(os.path.join(smoke, "plots", png)) > 1000
-  # RL played the train split only
+  # RL played its own suite only: train values that no train instance (no SFT episode) holds
   with open(os.path.join(smoke, "rl", "groups.jsonl")) as f:
     groups = [json.loads(line) for line in f]
-  assert groups and all("_train_" in g["task_id"] for g in groups)
+  assert groups and all("_rl_" in g["task_id"] for g in groups)
+  from mage_jax.tasks import proof_family as pf
+  from mage_jax.tasks.package import load_suite
+  train, rl = (pf.used_values(load_suite(os.path.join(smoke, "data", d))) for d in ("train_suite", "rl_suite"))
+  assert not set(train["words"]) & set(rl["words"]) and not set(train["file_names"]) & set(rl["file_names"])
+  pf.check_suite(load_suite(os.path.join(smoke, "data", "rl_suite")), "train")
 
 
 @needs_sandbox

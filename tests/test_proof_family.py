@@ -113,6 +113,30 @@ def test_rl_suite_holds_no_heldout_value(tmp_path):
   assert len(load_suite(str(tmp_path / "train"))) == 8
 
 
+def test_rl_suite_draws_train_values_no_train_instance_uses():
+  """The proof's RL suite (runs/proof_steps.rl_suite): train-split instances on the train values the
+  train suite (hence every SFT teacher episode) does not hold, none held out, drawn reproducibly."""
+  per = 300   # configs/proof.py's train_per_template and rl_per_template
+  train = pf.instances("train", 0, per_template=per)
+  used = pf.used_values(train)
+  rl = pf.instances("train", 0, per_template=per, exclude=used, label="rl")
+  assert len(rl) == 4 * per and all("_rl_" in t.id for t in rl)
+  pf.check_suite(rl, "train")   # train values, train (colour, slot) pairs on every screen
+  fresh = pf.used_values(rl)
+  for kind in ("words", "file_names"):
+    assert fresh[kind] and not set(fresh[kind]) & set(used[kind]), kind
+  leaks = [x for t in rl for x in _leaks_in_package(t.to_dict())]
+  assert not leaks, leaks[:10]
+  again = pf.instances("train", 0, per_template=per, exclude=used, label="rl")
+  assert [t.instruction for t in again] == [t.instruction for t in rl]
+  # too few values left for count_lines' two file names: a clear error, not a hang
+  names = pf.value_pools()["file_names"]["train"]
+  with pytest.raises(ValueError, match="1 file names left.*config.family.pools"):
+    pf.instances("train", 0, per_template=2, exclude={"file_names": names[1:]}, label="rl")
+  with pytest.raises(ValueError, match="unknown value kind 'colours'"):
+    pf.instances("train", 0, per_template=2, exclude={"colours": ["red"]}, label="rl")
+
+
 @pytest.fixture(scope="module")
 def teacher(tmp_path_factory):
   from mage_jax.machine.sandbox import SandboxUnavailable, check_available

@@ -2,7 +2,8 @@
 
   teacher_data  the scripted teacher plays the train split through the real harness
                 (proof_teacher.collect_teacher_data -> <stage>/teacher/episodes.jsonl); the
-                train and held-out splits are written as task-package suites beside it
+                train and held-out splits are written as task-package suites beside it, and
+                the RL suite (train values no train instance uses)
   evaluate      the last training stage's params (random init at config.seed when none) served
                 by an embedded rollout engine; every held-out instance played per mode
                 (runs/proof_eval.py); <stage>/episodes.json + summary
@@ -65,6 +66,9 @@ def teacher_data(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, 
     d = os.path.join(stage_dir, f"{split}_suite")
     fam.write_suite(split, d, seed=f.split_seed, per_template=_per(per), family=f)
     suites[split] = d
+  rl_values = rl_suite(f, stage_dir)
+  if rl_values:
+    suites["rl"] = os.path.join(stage_dir, "rl_suite")
   episodes = proof_teacher.collect_teacher_data(os.path.join(stage_dir, "teacher"), seed=f.split_seed,
                                       per_template=_per(f.train_per_template),
                                       workers=f.teacher_workers, family=f)
@@ -79,10 +83,30 @@ def teacher_data(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, 
   return {"suites": suites, "episodes_jsonl": episodes, "teacher_episodes": n_episodes,
           "instances": counts, "split_counts": fam.split_counts(f.split_seed, family=f),
           "pools": fam.token_report(load_tokenizer(""), f),   # sizes, tokens per value, coverage
-          "probe_episodes": probe, "grounding": grounding,
+          "probe_episodes": probe, "grounding": grounding, "rl_values": rl_values,
           "row": {"train_tasks": counts["train"], "heldout_tasks": counts["heldout"],
+                  "rl_tasks": counts.get("rl", 0),
                   "teacher_episodes": n_episodes, "click_screens": grounding.get("train", 0)},
           "wall_s": time.perf_counter() - t0}
+
+
+def rl_suite(family: ml_collections.ConfigDict, stage_dir: str) -> dict:
+  """<stage_dir>/rl_suite: `family.rl_per_template` train-split instances per template whose words
+  and file names no train-suite instance uses, so no SFT teacher episode holds them. Why: on the
+  train suite's own instances the SFT policy recalls the values (T=1 success 140/160 on eight
+  terminal train tasks, against ~0.7 on fresh-value terminal instances and 85/120 on the held-out
+  terminal split; docs/results.md, session 24), so RL there had few mixed groups and practised
+  recall, not the copy the held-out split needs. {"words": n, "file_names": n} of the values the draw
+  had; {} when rl_per_template is 0."""
+  per = int(family.get("rl_per_template", 0))
+  if per <= 0:
+    return {}
+  train = load_suite(os.path.join(stage_dir, "train_suite"))
+  exclude = fam.used_values(train)
+  pools = fam.value_pools(family)
+  fam.write_suite("train", os.path.join(stage_dir, "rl_suite"), seed=family.split_seed, per_template=per,
+                  family=family, exclude=exclude, label="rl")
+  return {kind: len(pools[kind]["train"]) - len(exclude[kind]) for kind in exclude}
 
 
 def heldout_teacher(family: ml_collections.ConfigDict, stage_dir: str) -> str:

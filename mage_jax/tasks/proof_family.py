@@ -294,15 +294,29 @@ def _params(template: str, rng: random.Random, split: str, pools: dict[str, dict
 
 
 def instance_params(split: str, seed: int = 0, per_template: int | None = None,
-                    family: Mapping[str, Any] | None = None) -> list[tuple[str, dict[str, Any]]]:
+                    family: Mapping[str, Any] | None = None, exclude: Mapping[str, Any] | None = None,
+                    label: str = "") -> list[tuple[str, dict[str, Any]]]:
   """(template, params) of every instance, in `instances` order: distinct within a template.
-  Values come from `value_pools(family)`; `seed` only picks which instances are drawn."""
+  Values come from `value_pools(family)`; `seed` only picks which instances are drawn.
+  exclude {"words": [...], "file_names": [...]}: values left out of the split's pools (the RL
+  suite's: the train values no train-suite instance uses); `label` (default: the split) names
+  the draw, so another label draws other instances."""
   _check_split(split)
   pools = value_pools(family)
+  for kind, values in (exclude or {}).items():
+    if kind not in _SLOT_MARK:
+      raise ValueError(f"exclude: unknown value kind {kind!r}; expected one of {sorted(_SLOT_MARK)}")
+    gone = set(values)
+    pools[kind][split] = [v for v in pools[kind][split] if v not in gone]
+  if len(pools["words"][split]) < 1 or len(pools["file_names"][split]) < 2:
+    raise ValueError(f"{split} split with {sum(len(v) for v in (exclude or {}).values())} values excluded: "
+                     f"{len(pools['words'][split])} words and {len(pools['file_names'][split])} file names "
+                     "left; the templates need >= 1 word and >= 2 file names (enlarge config.family.pools "
+                     "or draw fewer train instances)")
   n = per_template or DEFAULT_PER_TEMPLATE[split]
   out = []
   for template in TEMPLATES:
-    rng = random.Random(f"proof:{template}:{split}:{seed}")
+    rng = random.Random(f"proof:{template}:{label or split}:{seed}")
     seen: set[str] = set()
     tries = 0
     while len(seen) < n:
@@ -327,12 +341,14 @@ def build(template: str, params: dict[str, Any], id: str) -> TaskPackage:
 
 
 def instances(split: str, seed: int = 0, per_template: int | None = None,
-              family: Mapping[str, Any] | None = None) -> list[TaskPackage]:
-  """Deterministic instances of a split (ids proof_<template>_<split>_<i>)."""
+              family: Mapping[str, Any] | None = None, exclude: Mapping[str, Any] | None = None,
+              label: str = "") -> list[TaskPackage]:
+  """Deterministic instances of a split (ids proof_<template>_<label or split>_<i>); exclude and
+  label as in `instance_params`."""
   counters: collections.Counter = collections.Counter()
   out = []
-  for template, p in instance_params(split, seed, per_template, family):
-    out.append(build(template, p, f"proof_{template}_{split}_{counters[template]:03d}"))
+  for template, p in instance_params(split, seed, per_template, family, exclude, label):
+    out.append(build(template, p, f"proof_{template}_{label or split}_{counters[template]:03d}"))
     counters[template] += 1
   return out
 
@@ -399,11 +415,24 @@ def split_counts(seed: int = 0, per_template: dict[str, int] | int | None = None
   return out
 
 
+def used_values(tasks: list[TaskPackage]) -> dict[str, list[str]]:
+  """{"words": [...], "file_names": [...]}: every value the instances were built from, sorted."""
+  out: dict[str, set] = {"words": set(), "file_names": set()}
+  for t in tasks:
+    vals = instance_values(t)
+    for kind in out:
+      out[kind].update(vals[kind])
+  return {kind: sorted(v) for kind, v in out.items()}
+
+
 def write_suite(split: str, directory: str, seed: int = 0, per_template: int | None = None,
-                family: Mapping[str, Any] | None = None) -> list[str]:
+                family: Mapping[str, Any] | None = None, exclude: Mapping[str, Any] | None = None,
+                label: str = "") -> list[str]:
   """One package directory per instance under `directory` (launch.eval --config.suite=DIR,
-  launch.rl --config.rl.suite=DIR). Stale proof_* packages there are removed first."""
-  tasks = instances(split, seed, per_template, family)
+  launch.rl --config.rl.suite=DIR). Stale proof_* packages there are removed first.
+  exclude and label as in `instance_params` (the RL suite: label "rl", the train suite's values
+  excluded)."""
+  tasks = instances(split, seed, per_template, family, exclude, label)
   os.makedirs(directory, exist_ok=True)
   keep = {t.id for t in tasks}
   for entry in os.listdir(directory):
