@@ -157,6 +157,12 @@ def test_rl_update_vs_sft_step_tiny():
   assert abs(m_sep["mean_ratio"] - 1.0) < 1e-4
   for k in ("loss", "grad_norm", "update_norm"):
     assert abs(m_sep[k] - m[k]) <= 1e-4 * max(1.0, abs(m[k])), (k, m_sep[k], m[k])
+  # the update padded to twice its micro-batches trained the same tokens to the same figures
+  m_pad = details["rl_metrics_half_padding"]
+  assert m_pad["policy_tokens"] == m["policy_tokens"]
+  for k in ("loss", "grad_norm", "update_norm"):
+    assert abs(m_pad[k] - m[k]) <= 1e-4 * max(1.0, abs(m[k])), (k, m_pad[k], m[k])
+  assert rows[3].goal == "<= 1.15" and rows[3].met == (rows[3].value <= 1.15) and rows[3].value > 0
 
 
 def test_cpu_compile_times_tiny():

@@ -82,7 +82,7 @@ class StepRunner:
 
 def build_step(model_factory: Callable[[nnx.Rngs], nnx.Module], batch: dict[str, np.ndarray],
                *, loss_chunk_size: int = 1024, learning_rate: float = 1e-4,
-               mesh: Mesh | None = None, objective: Any = None
+               mesh: Mesh | None = None, objective: Any = None, grad_accum_steps: int = 1
                ) -> tuple[Callable[..., Any], Any, Any, dict]:
   """(jitted step, abstract state, state shardings, device batch) on a replicated mesh.
   `objective`: the step's objective (train.step; None = SFT cross-entropy)."""
@@ -96,7 +96,7 @@ def build_step(model_factory: Callable[[nnx.Rngs], nnx.Module], batch: dict[str,
   rep = state_lib.replicated(mesh)
   param_sh = jax.tree_util.tree_map(lambda _: rep, abstract.params)
   shardings = state_lib.state_shardings(tx, abstract, param_sh, mesh)
-  scfg = step_lib.StepConfig(loss_chunk_size=loss_chunk_size)
+  scfg = step_lib.StepConfig(loss_chunk_size=loss_chunk_size, grad_accum_steps=grad_accum_steps)
   step_fn = step_lib.jit_train_step(graphdef, rest, tx, scfg, mesh, shardings, batch,
                                     objective=objective)
   device_batch = jax.device_put(batch, step_lib.batch_shardings(mesh, batch))
