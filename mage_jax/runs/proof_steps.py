@@ -93,7 +93,7 @@ def teacher_data(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, 
 def rl_suite(family: ml_collections.ConfigDict, stage_dir: str) -> dict:
   """<stage_dir>/rl_suite: `family.rl_per_template` train-split instances per template whose words
   and file names no train-suite instance uses, so no SFT teacher episode holds them. Why: on the
-  train suite's own instances the SFT policy recalls the values (T=1 success 140/160 on eight
+  train suite's own instances the SFT policy recalls the values (T=1 success 168/192 on eight
   terminal train tasks, against ~0.7 on fresh-value terminal instances and 85/120 on the held-out
   terminal split; docs/results.md, session 24), so RL there had few mixed groups and practised
   recall, not the copy the held-out split needs. {"words": n, "file_names": n} of the values the draw
