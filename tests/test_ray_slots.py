@@ -3,6 +3,7 @@
 
 launch.eval over Ray gives the local pool's results; killing an env node mid-run loses no job
 and scores none twice, and the pool recovers when a node comes back."""
+import functools
 import json
 import os
 import subprocess
@@ -99,8 +100,8 @@ def test_launch_eval_over_ray_equals_the_local_pool(cluster, tmp_path):
 
 
 class LoggingPolicy(ScriptedPolicy):
-  """The reference policy that appends a line to <log_dir>/<episode id> whenever an episode
-  starts: a job Ray replayed would show two lines."""
+  """The reference policy that appends a line "<pid> <node id>" to <log_dir>/<episode id> whenever
+  an episode starts: a job Ray replayed would show two lines, and the node id says where it runs."""
 
   def __init__(self, log_dir):
     super().__init__()
@@ -110,12 +111,22 @@ class LoggingPolicy(ScriptedPolicy):
   def act(self, request):
     if self.calls == 0:
       with open(os.path.join(self.log_dir, request.episode.id), "a") as f:
-        f.write(f"{os.getpid()}\n")
+        f.write(f"{os.getpid()} {ray.get_runtime_context().get_node_id()}\n")
     self.calls += 1
     return super().act(request)
 
   def absorb_remote(self, remote):
     self.calls = remote.calls
+
+
+def _running_on(log_dir, node_id, returned):
+  """Episodes started on node `node_id` (LoggingPolicy's lines) whose result has not come back."""
+  running = []
+  for p in log_dir.iterdir():
+    lines = p.read_text().splitlines()
+    if p.name not in returned and lines and lines[-1].split()[-1] == node_id:
+      running.append(p.name)
+  return running
 
 
 def _jobs(log_dir, prefix, n):
@@ -126,7 +137,8 @@ def _jobs(log_dir, prefix, n):
 @pytest.mark.timeout(300)
 def test_a_killed_env_node_loses_no_job_and_the_pool_recovers(cluster, tmp_path):
   c, nodes = cluster
-  pool = make_pool("ray", SlowFakeEnv, EpisodeConfig(out_dir=str(tmp_path / "shots"), score_settle=0),
+  pool = make_pool("ray", functools.partial(SlowFakeEnv, step_s=1.0),
+                   EpisodeConfig(out_dir=str(tmp_path / "shots"), score_settle=0),
                    2 * SLOTS_PER_NODE, ray_address=c.address)
   assert isinstance(pool, RaySlotPool)
   log_dir = tmp_path / "runs"
@@ -134,15 +146,27 @@ def test_a_killed_env_node_loses_no_job_and_the_pool_recovers(cluster, tmp_path)
   jobs = _jobs(log_dir, "a", 8)
   results = []
   victim = nodes[1]
+  killed_at = None
   try:
     for res in pool.run(jobs):
       results.append(res)
-      if len(results) == 2:   # every slot is mid-episode: kill one env node's raylet and workers
-        c.remove_node(victim, allow_graceful=False)
-      if len(results) == 3:   # the host comes back: the replacement actors get placed on it
+      if killed_at is None and len(results) >= 2:
+        # Kill one env node's raylet and workers while an episode runs there (each takes ~2 s;
+        # the check reads where episodes started, not the pool's state). A kill that finds the
+        # victim's slots between episodes loses no job and tests nothing: CI saw that once.
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline and not _running_on(
+            log_dir, victim.node_id, {r.episode_id for r in results}):
+          time.sleep(0.05)
+        if _running_on(log_dir, victim.node_id, {r.episode_id for r in results}):
+          c.remove_node(victim, allow_graceful=False)
+          killed_at = len(results)
+      elif killed_at is not None and len(results) == killed_at + 1:
+        # the host comes back: the replacement actors get placed on it
         nodes[1] = c.add_node(wait=False, **ENV_NODE)
     ok = [r for r in results if r.status != "env_error"]
     lost = [r for r in results if r.status == "env_error"]
+    assert killed_at is not None, "no episode ever ran on the victim node"
     assert len(results) == len(jobs)
     assert 1 <= len(lost) <= SLOTS_PER_NODE and len(pool.lost_jobs) == len(lost)
     assert all("lost during episode" in r.error and not r.success for r in lost)
