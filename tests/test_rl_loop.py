@@ -236,6 +236,33 @@ class ToyRollouts:
 
 
 @pytest.mark.slow
+def test_several_epochs_per_update_step_from_the_policy_that_sampled(tmp_path):
+  """rl.epochs_per_update = 3: three optimizer steps per update over its batch, the ratio taken
+  against the log-probs from before the first (so the later steps see ratio != 1 and the clip
+  can act), the LR schedule over 3 x updates optimizer steps."""
+  from mage_jax.rl import loop
+  from mage_jax.train import checkpoint as ckpt_lib
+  from mage_jax.train import metrics as metrics_lib
+  config = tiny_rl_config(2)
+  config.rl.epochs_per_update = 3
+  workdir = str(tmp_path / "rl")
+  assert loop.train_rl(config, workdir, rollout_fn=ToyRollouts())["updates"] == 2
+  rows = [r for r in metrics_lib.read_metrics(workdir) if "reward_mean" in r]
+  assert [r["version"] for r in rows] == [1, 2]
+  # one step from logp_old has ratio exactly 1 (test_rl_step); the third is two steps away
+  assert all(abs(r["mean_ratio"] - 1.0) > 1e-5 and r["approx_kl"] > 0 for r in rows), rows
+  assert all(np.isfinite(r["first_epoch_loss"]) and r["first_epoch_loss"] != r["loss"] for r in rows)
+  t = loop.build(config, workdir)
+  assert t.total_steps == 2
+  ck = ckpt_lib.Checkpointer(workdir, async_save=False)
+  state, _, step = ck.restore(t.abstract, t.meta)
+  ck.close()
+  assert step == 2 and int(state.step) == 6   # checkpoints count updates, the optimizer its steps
+  lrs = [r["lr"] for r in metrics_lib.read_metrics(workdir) if "lr" in r]
+  assert lrs and lrs[0] == pytest.approx(config.optimizer.learning_rate)   # warmup 0: the peak
+
+
+@pytest.mark.slow
 def test_train_rl_end_to_end_with_the_embedded_server(tmp_path):
   from mage_jax.rl import loop
   from mage_jax.train import checkpoint as ckpt_lib

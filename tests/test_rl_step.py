@@ -254,3 +254,21 @@ def test_micro_batches_of_padding_are_skipped_and_the_rest_add_up_exactly(packed
   np.testing.assert_allclose(float(s2.loss), float(s1.loss), rtol=1e-6, atol=1e-7)
   for a, b in zip(g2, g1):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_logp_old_by_micro_batches_is_each_samples_own_forward_in_row_order(packed):
+  """rl.epochs_per_update > 1 fills logp_old one micro-batch at a time in train.step's split
+  (rows j, j + n, ...): put back in row order it is each sample's own full-softmax forward (the
+  rollout log-probs of `packed`), and a micro-batch of padding gives zeros."""
+  _, batch, _ = packed
+  graphdef, rest, _, _, _, state = setup(1e-2)
+  # rows [b0, pad, b1, pad, b2, pad, b3, pad] (the 4 samples fill b0 and b1): with 4
+  # micro-batches (rows j, j + 4) micro 0 holds b0, micro 2 holds b1, micros 1 and 3 only padding
+  padded = {k: np.stack([x for row in v for x in (row, np.zeros_like(row))]) for k, v in batch.items()}
+  padded["tokens"][1::2] = 7
+  logp = np.asarray(obj.make_logp_fn(graphdef, rest, CHUNK, micro_batches=4)(state.params, padded))
+  assert logp.shape == padded["loss_mask"].shape
+  mask = padded["loss_mask"] > 0
+  assert mask[0].any() and mask[2].any() and not mask[1::2].any()
+  np.testing.assert_allclose(logp[mask], padded["logp_rollout"][mask], atol=2e-5)
+  assert np.all(logp[~mask] == 0)

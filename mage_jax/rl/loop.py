@@ -141,7 +141,14 @@ def build(config: ml_collections.ConfigDict, workdir: str) -> Trainer:
   validate(config)
   setup.check_workdir(workdir)
   mesh = setup.make_mesh(config)
-  return setup.build_trainer(config, workdir, mesh, int(config.rl.total_updates), config.data)
+  updates = int(config.rl.total_updates)
+  return setup.build_trainer(config, workdir, mesh, updates, config.data,
+                             optimizer_steps=updates * epochs_per_update(config.rl))
+
+
+def epochs_per_update(rl: ml_collections.ConfigDict) -> int:
+  """Optimizer steps per update, each over the update's whole batch (PPO's epochs)."""
+  return int(rl.get("epochs_per_update", 1))
 
 
 # --- learner helpers -----------------------------------------------------------------------------
@@ -272,9 +279,13 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
 
   # step (compiled on the first batch's shapes; every RL batch has the same shapes)
   scfg = step_lib.StepConfig(**config.step.to_dict())
-  # One optimizer step per batch: logp_old is the update's own forward (no separate pass).
+  # One optimizer step per batch: logp_old is the update's own forward (no separate pass). With
+  # several (rl.epochs_per_update), logp_old is the policy's before the first step, filled once,
+  # and the clip is what keeps the later steps near it: one step never clips (ratio 1).
+  epochs = epochs_per_update(rl)
   objective = obj_lib.rl_objective(obj_lib.RLLossConfig(rl.clip_eps_low, rl.clip_eps_high, rl.tis_cap),
-                                   scfg.loss_chunk_size, logp_old_in_update=True)
+                                   scfg.loss_chunk_size, logp_old_in_update=epochs == 1)
+  logp_fns: dict[int, Callable] = {}
   rows, seq_len = config.data.batch_size, config.data.seq_len
   # An update trains every sample of its groups that fits max_micro_batches micro-batches of `rows`
   # rows, by gradient accumulation (one optimizer step, so logp_old stays the update's own forward);
@@ -328,8 +339,18 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
             train_steps[micro] = step_lib.jit_train_step(t.graphdef, t.rest, t.tx,
                                                          dataclasses.replace(scfg, grad_accum_steps=micro),
                                                          t.mesh, t.shardings, batch, objective=objective)
-          state, metrics = train_steps[micro](state, dev)
+          if epochs > 1:
+            if micro not in logp_fns:
+              logp_fns[micro] = jax.jit(obj_lib.make_logp_fn(t.graphdef, t.rest, scfg.loss_chunk_size, micro),
+                                        out_shardings=step_lib.batch_shardings(t.mesh, batch)["logp_old"])
+            dev["logp_old"] = logp_fns[micro](state.params, dev)
+          first = None
+          for _ in range(epochs):
+            state, metrics = train_steps[micro](state, dev)
+            first = first or metrics
         host = {k: float(np.asarray(v)) for k, v in jax.device_get(metrics).items()}
+        if epochs > 1:   # the last step's figures (how far the update went), and the first's loss
+          host["first_epoch_loss"] = float(np.asarray(first["loss"]))
         update_s = time.perf_counter() - t1
         version += 1
         workers.set_learner_version(version)
@@ -350,9 +371,11 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
           host["rest_targets"] = float(rest_targets)
         if int(host.get("nonfinite", 0)) and scfg.nonfinite == "stop":
           raise FloatingPointError(f"update {version}: non-finite loss or gradient")
-        last = logger.step(version, host, flops_lib.batch_flops(t.model_cfg, batch,
-                                                                loss_chunk_size=scfg.loss_chunk_size),
-                           {"lr": float(schedule(version - 1))}) or host
+        flops = flops_lib.batch_flops(t.model_cfg, batch, loss_chunk_size=scfg.loss_chunk_size)
+        # each epoch is one step's compute (logp_old's forward, ~1/3 of a step, is not counted)
+        flops = {k: v * epochs if k.startswith("flops") else v for k, v in flops.items()}
+        last = logger.step(version, host, flops,
+                           {"lr": float(schedule((version - 1) * epochs))}) or host
         rl_record.append_groups(workdir, version, groups, samples, host)   # the report's RL view
         diverged.update(version, host)
         if run.save_if_due(version, state, data_state):

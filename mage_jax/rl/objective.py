@@ -10,12 +10,13 @@ learner's log-prob under the parameters before the update, logp_rollout the
 inference engine's log-prob of the sampled token; w corrects the engine/learner
 mismatch.
 
-When the update is one optimizer step over the batch (the RL loop; also with
-gradient accumulation, whose micro-batches all see the same parameters),
+When the update is one optimizer step over the batch (the RL loop's default; also
+with gradient accumulation, whose micro-batches all see the same parameters),
 logp_old *is* the update's own forward: `RLObjective(logp_old_in_update=True)`
 takes it as stop_gradient(logp_new) and saves the separate forward pass. A
-caller that takes several optimizer steps per batch must fill batch["logp_old"]
-once before the first (`make_logp_fn`) and keep the default.
+caller that takes several optimizer steps per batch (rl.epochs_per_update > 1)
+fills batch["logp_old"] once before the first (`make_logp_fn`) and keeps the
+default, so the clip bounds how far the steps move the batch's tokens.
 
 Everything is returned as *sums* (RLSums) so gradient accumulation adds
 micro-batches and divides once, exactly like train.loss.LossSums; the train
@@ -31,7 +32,7 @@ import jax.numpy as jnp
 
 from mage_jax.train import loss as loss_lib
 from mage_jax.train.state import merge_model
-from mage_jax.train.step import head_bias, model_hidden
+from mage_jax.train.step import head_bias, model_hidden, split_micro
 
 
 def group_advantages(rewards: jax.Array, eps: float = 1e-6) -> jax.Array:
@@ -187,9 +188,23 @@ def rl_objective(cfg: RLLossConfig, chunk_size: int, *, logp_old_in_update: bool
   return RLObjective(cfg=cfg, chunk_size=chunk_size, logp_old_in_update=logp_old_in_update)
 
 
-def make_logp_fn(graphdef: Any, rest: Any, chunk_size: int
+def make_logp_fn(graphdef: Any, rest: Any, chunk_size: int, micro_batches: int = 1
                  ) -> Callable[[Any, dict[str, jax.Array]], jax.Array]:
   """The learner's jitted (params, batch) -> logp [B, T]: batch["logp_old"] for a caller
-  taking several optimizer steps per batch, and the weight-sync probe's reference."""
-  return jax.jit(lambda params, batch: token_logprobs(merge_model(graphdef, params, rest), batch,
-                                                       chunk_size))
+  taking several optimizer steps per batch, and the weight-sync probe's reference.
+
+  micro_batches > 1 computes it one micro-batch at a time, in train.step's split (rows j,
+  j+n, ...), so it holds what one micro-batch of the update holds; a micro-batch without a
+  trained token (an RL update's padding) is not computed and gives zeros."""
+  def one(model, mb):
+    return jax.lax.cond(jnp.any(mb["loss_mask"] > 0), lambda m: token_logprobs(model, m, chunk_size),
+                        lambda m: jnp.zeros(m["loss_mask"].shape, jnp.float32), mb)
+
+  def logp(params, batch):
+    model = merge_model(graphdef, params, rest)
+    if micro_batches == 1:
+      return token_logprobs(model, batch, chunk_size)
+    per_micro = jax.lax.map(lambda mb: one(model, mb), split_micro(batch, micro_batches))
+    return per_micro.swapaxes(0, 1).reshape(batch["loss_mask"].shape)   # split_micro undone
+
+  return jax.jit(logp)

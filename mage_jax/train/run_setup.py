@@ -265,8 +265,9 @@ class Trainer:
 
 
 def build_trainer(config: ml_collections.ConfigDict, workdir: str, mesh: Any, total_steps: int,
-                  data: ml_collections.ConfigDict) -> Trainer:
-  """Model, optimizer over `total_steps`, abstract state with its shardings, checkpoint meta."""
+                  data: ml_collections.ConfigDict, optimizer_steps: int | None = None) -> Trainer:
+  """Model, optimizer, abstract state with its shardings, checkpoint meta. The LR schedule spans
+  `optimizer_steps` (default `total_steps`: one optimizer step per step of the run)."""
   full_cfg = build_model_config(config.model)
   vocab = compact_vocab(config)
   try:
@@ -274,7 +275,7 @@ def build_trainer(config: ml_collections.ConfigDict, workdir: str, mesh: Any, to
   except ValueError as e:
     raise ConfigError(f"config.model.compact_vocab: {e}") from None
   factory = model_factory(model_cfg)
-  ocfg = opt_lib.OptimizerConfig.from_config(config.optimizer, total_steps=total_steps)
+  ocfg = opt_lib.OptimizerConfig.from_config(config.optimizer, total_steps=optimizer_steps or total_steps)
   import flax.nnx as nnx   # keeps this module free of Flax at import time (start-up cost)
   abstract_params = state_lib.split_model(nnx.eval_shape(lambda: factory(nnx.Rngs(0))))[1]
   tx = opt_lib.make_optimizer(ocfg, abstract_params)
