@@ -48,6 +48,9 @@ def get_config(arg: str | None = None):
       # beyond them are left out (left_out_samples). 1 at full size, where a row is a 32k-token,
       # 98k-patch slot and the batch already holds data.batch_size of them.
       max_micro_batches=1,
+      # optimizer steps per update over its batch (PPO's epochs): 1 = logp_old is the update's
+      # own forward and the clip never acts; > 1 fills logp_old once and the clip bounds the rest
+      epochs_per_update=1,
       max_policy_lag=3,
       admission_window=4,          # = max_policy_lag + 1 batches of work ahead of the learner
       tis_cap=2.0,                 # truncated importance weight min(exp(logp_old - logp_rollout), C)
