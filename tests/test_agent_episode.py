@@ -420,12 +420,14 @@ def test_env_lost_episodes_stay_in_the_grpo_group():
   """A workload that destroyed its environment trains as the failure it is; only env_error is left out."""
   import types
   from mage_jax.rl.rollouts import group_from_results
-  pols = [types.SimpleNamespace(episode_id=f"e{i}", samples=[object()], error=None, returned_image_bytes=0)
+  from mage_jax.rl.batch import RLSample
+  pols = [types.SimpleNamespace(episode_id=f"e{i}", samples=[RLSample([1], [2], [-1.0], 0.0, 0)], error=None,
+                                returned_image_bytes=0)
           for i in range(3)]   # RolloutPolicy's fields that group_from_results reads
 
   def res(i, status, score):
     return types.SimpleNamespace(status=status, model_calls=1, score=score, parse_errors={}, spray={},
-                                 episode=types.SimpleNamespace(id=f"e{i}"), records=[],
+                                 episode=types.SimpleNamespace(id=f"e{i}"), records=[{"parse_error": ""}],
                                  error_reason="")   # EpisodeResult.error_reason (deadline episodes)
   g = group_from_results("t", "g", [res(0, "terminated", 1.0), res(1, "env_lost", 0.0), res(2, "env_error", 0.0)],
                          pols)

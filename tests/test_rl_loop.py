@@ -156,7 +156,8 @@ def test_group_from_results_maps_episodes_and_leaves_env_errors_out():
     p.act(request(episode_id=f"g1-e{i}"))
   ok = lambda i, score: types.SimpleNamespace(  # noqa: E731
       status="terminated", model_calls=1, score=score, parse_errors={"no_tool_call": i},
-      spray={"clicks_per_step": float(i)}, episode=types.SimpleNamespace(id=f"g1-e{i}"), records=[])
+      spray={"clicks_per_step": float(i)}, episode=types.SimpleNamespace(id=f"g1-e{i}"),
+      records=[{"parse_error": "no_tool_call" if i else ""}])   # one per call, as run_episode writes
   crashed = types.SimpleNamespace(status="env_error", error_reason="deadline", model_calls=1,
                                   episode=None, records=[])
   g = group_from_results("t", "g1", [ok(2, 1.0), crashed, ok(0, 0.0)], pols)
@@ -165,6 +166,12 @@ def test_group_from_results_maps_episodes_and_leaves_env_errors_out():
   assert g.env_errors == 1 and g.deadline_episodes == 1 and g.version == 2 and g.num_samples == 2
   assert [e.parse_errors for e in g.episodes] == [2, 0]
   assert [e.spray for e in g.episodes] == [{"clicks_per_step": 2.0}, {"clicks_per_step": 0.0}]
+  # each call's sample says whether the harness parsed it (from the episode's record of that call)
+  assert [[s.parsed for s in e.samples] for e in g.episodes] == [[False], [True]]
+  # a record per call is what ties samples to calls: a mismatch is an error, not a guess
+  pols[1].act(request(episode_id="g1-e1"))
+  with pytest.raises(RolloutError, match="recorded 1 calls, its policy 2 samples"):
+    group_from_results("t", "g2", [ok(1, 1.0)], pols)
 
 
 def test_samples_get_their_groups_relative_advantage():
@@ -185,6 +192,26 @@ def test_samples_get_their_groups_relative_advantage():
   from mage_jax.rl.loop import samples_with_gradient
   kept, left_out = samples_with_gradient(samples)
   assert left_out == 3 and [s.advantage for s in kept] == [s.advantage for s in samples[:3]]
+
+
+def test_a_call_the_harness_could_not_parse_is_never_reinforced():
+  """An episode can succeed after a parse error (the step budget has room): its broken call gets
+  min(A, 0), so a success does not push it up, and a failure still pushes it down."""
+  from mage_jax.rl.batch import RLSample
+  from mage_jax.rl.loop import samples_with_advantages, samples_with_gradient
+
+  def ep(reward, parsed):
+    return EpisodeSamples("e", reward, [RLSample([1], [2], [-1.0], 0.0, 0, parsed=p) for p in parsed])
+  groups = [RolloutGroup("a", "g0", [ep(1.0, [True, False, True]), ep(0.0, [False, True]), ep(1.0, [True])])]
+  samples, flat = samples_with_advantages(groups, eps=1e-6)
+  r = np.array([1.0, 0.0, 1.0])
+  a = (r - r.mean()) / (r.std() + 1e-6)
+  assert a[0] > 0 > a[1]
+  np.testing.assert_allclose([s.advantage for s in samples], [a[0], 0.0, a[0], a[1], a[1], a[2]],
+                             rtol=1e-5, atol=1e-6)
+  assert flat == 0
+  kept, left_out = samples_with_gradient(samples)
+  assert left_out == 1 and [s.parsed for s in kept] == [True, True, False, True, True]
 
 
 # --- end to end ----------------------------------------------------------------------------------

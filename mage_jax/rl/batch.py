@@ -59,6 +59,9 @@ class RLSample:
   episode_id: str = ""
   # Screenshots of the prompt (uint8 [H, W, 3], smart-resized, in prompt order); None: text only.
   images: list[np.ndarray] | None = None
+  # The harness parsed the call into an action (False: a parse error, a step with no action;
+  # the learner never reinforces it, rl/loop.py samples_with_advantages).
+  parsed: bool = True
 
   def name(self, index: int) -> str:
     return f"RLSample #{index} (task_id={self.task_id!r}, episode_id={self.episode_id!r})"

@@ -17,8 +17,8 @@ A group = one task x N episodes through the harness's slot pool; each policy
 call of each episode becomes one `RLSample` (multi-turn: every step is
 trained), the episode's reward is the task checker's score. Invalid model
 output is the harness's business (a parse error is a step of the budget,
-counted in the episode result, and its tokens are still trained with the
-episode's advantage). What the workload does to its environment is the
+counted in the episode result; its tokens are trained with the episode's
+advantage when that is negative and never reinforced: `RLSample.parsed`). What the workload does to its environment is the
 policy's outcome: an episode whose sandbox or display it destroyed (status
 env_lost) is in the group with its checker score, 0 when the state is
 unreadable. Only a harness fault the workload cannot cause (status env_error)
@@ -286,7 +286,12 @@ def group_from_results(task_id: str, group_id: str, results: Sequence[EpisodeRes
       group.env_errors += 1 if p is None and res.model_calls else 0
       continue
     used.add(id(p))
-    group.episodes.append(EpisodeSamples(p.episode_id or "", float(res.score), p.samples,
+    if len(res.records) != len(p.samples):
+      raise RolloutError(f"group {group_id} (task {task_id!r}): episode {p.episode_id!r} recorded "
+                         f"{len(res.records)} calls, its policy {len(p.samples)} samples")
+    samples = [dataclasses.replace(s, parsed=not rec.get("parse_error"))
+               for s, rec in zip(p.samples, res.records)]
+    group.episodes.append(EpisodeSamples(p.episode_id or "", float(res.score), samples,
                                          sum(res.parse_errors.values()), dict(res.spray),
                                          p.returned_image_bytes))
   return group
