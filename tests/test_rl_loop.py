@@ -563,3 +563,35 @@ def test_a_group_failing_after_stop_is_abandoned_quietly_not_dropped(capsys):
   assert not any(t.is_alive() for t in workers.threads)
   assert workers.failed_groups == 0 and workers.abandoned_groups == 1 and workers.in_flight == 0
   assert "dropped" not in capsys.readouterr().out
+
+
+def test_negative_advantages_are_scaled_by_their_weight():
+  """rl.negative_advantage_weight w: A < 0 becomes w * A, A > 0 is kept; at w = 0 only the calls of
+  episodes that beat their group carry a gradient (a broken call in a success gets 0 either way)."""
+  from mage_jax.rl.batch import RLSample
+  from mage_jax.rl.loop import samples_with_advantages, samples_with_gradient
+
+  def ep(reward, parsed):
+    return EpisodeSamples("e", reward, [RLSample([1], [2], [-1.0], 0.0, 0, parsed=p) for p in parsed])
+  groups = [RolloutGroup("a", "g0", [ep(1.0, [True, False]), ep(0.0, [True]), ep(0.25, [True])])]
+  r = np.array([1.0, 0.0, 0.25])
+  a = (r - r.mean()) / (r.std() + 1e-6)
+  assert a[0] > 0 > a[2] > a[1]
+  for w in (1.0, 0.3, 0.0):
+    samples, _ = samples_with_advantages(groups, eps=1e-6, negative_weight=w)
+    np.testing.assert_allclose([s.advantage for s in samples], [a[0], 0.0, w * a[1], w * a[2]],
+                               rtol=1e-5, atol=1e-7)
+  kept, left_out = samples_with_gradient(samples)
+  assert left_out == 3 and len(kept) == 1 and kept[0].advantage > 0
+  with pytest.raises(ValueError, match="negative_weight=1.5"):
+    samples_with_advantages(groups, eps=1e-6, negative_weight=1.5)
+
+
+def test_the_config_rejects_a_negative_weight_outside_0_1():
+  from mage_jax.rl import loop as rl_loop
+  from mage_jax.train.run_setup import ConfigError
+  import configs.stage5_rl as stage5
+  c = stage5.get_config("tiny")
+  c.rl.negative_advantage_weight = -0.5
+  with pytest.raises(ConfigError, match="negative_advantage_weight"):
+    rl_loop.validate(c)
