@@ -51,8 +51,9 @@ def get_config(arg: str | None = None):
       # optimizer steps per update over its batch (PPO's epochs): 1 = logp_old is the update's
       # own forward and the clip never acts; > 1 fills logp_old once and the clip bounds the rest
       epochs_per_update=1,
-      # weight of negative advantages: 1 = GRPO; 0 = only calls of episodes that beat their group
-      negative_advantage_weight=1.0,
+      # weights of positive / negative advantages: 1, 1 = GRPO; 1, 0 = only calls of episodes that
+      # beat their group train; 0, 1 = only those below it (docs/rl.md)
+      positive_advantage_weight=1.0, negative_advantage_weight=1.0,
       max_policy_lag=3,
       admission_window=4,          # = max_policy_lag + 1 batches of work ahead of the learner
       tis_cap=2.0,                 # truncated importance weight min(exp(logp_old - logp_rollout), C)

@@ -565,9 +565,10 @@ def test_a_group_failing_after_stop_is_abandoned_quietly_not_dropped(capsys):
   assert "dropped" not in capsys.readouterr().out
 
 
-def test_negative_advantages_are_scaled_by_their_weight():
-  """rl.negative_advantage_weight w: A < 0 becomes w * A, A > 0 is kept; at w = 0 only the calls of
-  episodes that beat their group carry a gradient (a broken call in a success gets 0 either way)."""
+def test_advantages_are_scaled_by_their_signs_weight():
+  """rl.positive/negative_advantage_weight (p, n): A > 0 becomes p * A, A < 0 n * A; with (1, 0) only
+  the calls of episodes that beat their group carry a gradient, with (0, 1) only those below it; a
+  broken call in a success gets 0 either way."""
   from mage_jax.rl.batch import RLSample
   from mage_jax.rl.loop import samples_with_advantages, samples_with_gradient
 
@@ -577,21 +578,25 @@ def test_negative_advantages_are_scaled_by_their_weight():
   r = np.array([1.0, 0.0, 0.25])
   a = (r - r.mean()) / (r.std() + 1e-6)
   assert a[0] > 0 > a[2] > a[1]
-  for w in (1.0, 0.3, 0.0):
-    samples, _ = samples_with_advantages(groups, eps=1e-6, negative_weight=w)
-    np.testing.assert_allclose([s.advantage for s in samples], [a[0], 0.0, w * a[1], w * a[2]],
+  for p, n in ((1.0, 1.0), (1.0, 0.3), (0.5, 1.0), (1.0, 0.0), (0.0, 1.0)):
+    samples, _ = samples_with_advantages(groups, eps=1e-6, weights=(p, n))
+    np.testing.assert_allclose([s.advantage for s in samples], [p * a[0], 0.0, n * a[1], n * a[2]],
                                rtol=1e-5, atol=1e-7)
-  kept, left_out = samples_with_gradient(samples)
-  assert left_out == 3 and len(kept) == 1 and kept[0].advantage > 0
-  with pytest.raises(ValueError, match="negative_weight=1.5"):
-    samples_with_advantages(groups, eps=1e-6, negative_weight=1.5)
+  kept, left_out = samples_with_gradient(samples)       # (0, 1): the two below the mean
+  assert left_out == 2 and [s.advantage < 0 for s in kept] == [True, True]
+  kept, _ = samples_with_gradient(samples_with_advantages(groups, eps=1e-6, weights=(1.0, 0.0))[0])
+  assert len(kept) == 1 and kept[0].advantage > 0
+  with pytest.raises(ValueError, match=r"\(1.0, 1.5\)"):
+    samples_with_advantages(groups, eps=1e-6, weights=(1.0, 1.5))
 
 
-def test_the_config_rejects_a_negative_weight_outside_0_1():
+def test_the_config_rejects_advantage_weights_outside_0_1():
   from mage_jax.rl import loop as rl_loop
   from mage_jax.train.run_setup import ConfigError
   import configs.stage5_rl as stage5
   c = stage5.get_config("tiny")
-  c.rl.negative_advantage_weight = -0.5
-  with pytest.raises(ConfigError, match="negative_advantage_weight"):
-    rl_loop.validate(c)
+  for field in ("negative_advantage_weight", "positive_advantage_weight"):
+    c = stage5.get_config("tiny")
+    c.rl[field] = -0.5
+    with pytest.raises(ConfigError, match=field):
+      rl_loop.validate(c)

@@ -17,4 +17,5 @@ RL_FIELDS: dict[str, Rule] = {
     "rl.group_redundancy": NON_NEGATIVE_INT, "rl.episode_deadline_s": NON_NEGATIVE,
     "rl.engine_port": NON_NEGATIVE_INT, "rl.max_micro_batches": COUNT,
     "rl.epochs_per_update": COUNT, "rl.negative_advantage_weight": FRACTION,
+    "rl.positive_advantage_weight": FRACTION,
 }

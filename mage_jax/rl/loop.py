@@ -146,9 +146,11 @@ def build(config: ml_collections.ConfigDict, workdir: str) -> Trainer:
                              optimizer_steps=updates * epochs_per_update(config.rl))
 
 
-def negative_advantage_weight(rl: ml_collections.ConfigDict) -> float:
-  """The weight of negative advantages (1: GRPO; 0: only calls that beat their group train)."""
-  return float(rl.get("negative_advantage_weight", 1.0))
+def advantage_weights(rl: ml_collections.ConfigDict) -> tuple[float, float]:
+  """(weight of positive advantages, of negative ones): (1, 1) is GRPO; (1, 0) trains only the calls
+  of episodes that beat their group (PSR), (0, 1) only those that fell below it (NSR)."""
+  return (float(rl.get("positive_advantage_weight", 1.0)),
+          float(rl.get("negative_advantage_weight", 1.0)))
 
 
 def epochs_per_update(rl: ml_collections.ConfigDict) -> int:
@@ -159,13 +161,15 @@ def epochs_per_update(rl: ml_collections.ConfigDict) -> int:
 # --- learner helpers -----------------------------------------------------------------------------
 
 
-def samples_with_advantages(groups: Sequence[RolloutGroup], eps: float, negative_weight: float = 1.0
-                            ) -> tuple[list[RLSample], int]:
+def samples_with_advantages(groups: Sequence[RolloutGroup], eps: float,
+                            weights: tuple[float, float] = (1.0, 1.0)) -> tuple[list[RLSample], int]:
   """Every sample of every group with its episode's group-relative advantage, except that a call
-  the harness could not parse (`RLSample.parsed` False) is never reinforced: min(A, 0); a negative
-  advantage is then scaled by `negative_weight` (rl.negative_advantage_weight: 1 is GRPO, 0 trains
-  only on the calls of episodes that beat their group, i.e. SFT on the policy's own successes
-  weighted by A, the "positive sample reinforcement" end of the family).
+  the harness could not parse (`RLSample.parsed` False) is never reinforced: min(A, 0); then a
+  positive advantage is scaled by weights[0], a negative one by weights[1]
+  (rl.positive_advantage_weight, rl.negative_advantage_weight; (1, 1) is GRPO). With (1, 0) only
+  the calls of episodes that beat their group train: SFT on the policy's own successes weighted by
+  A ("positive sample reinforcement", Zhu et al. 2025); with (0, 1) only those below it are pushed
+  down ("negative sample reinforcement").
   Returns (samples, groups whose rewards are all equal: zero advantage, no gradient).
 
   Why the exception: a parse error is a step with no action, and an episode can still succeed
@@ -173,8 +177,9 @@ def samples_with_advantages(groups: Sequence[RolloutGroup], eps: float, negative
   pushed up: after 12 updates of 4 epochs at lr 1e-4 the proof's RL rollouts had 17-19
   unparsable calls per 64 episodes (3 in the first update) and solved held-out episodes
   contained loops like '"status": "key", "status": "key", ...' (docs/results.md, session 25)."""
-  if not 0.0 <= negative_weight <= 1.0:
-    raise ValueError(f"negative_weight={negative_weight}: expected a weight in [0, 1]")
+  if not all(0.0 <= w <= 1.0 for w in weights):
+    raise ValueError(f"advantage weights {weights}: expected (positive, negative) weights in [0, 1]")
+  positive_weight, negative_weight = weights
   out, flat = [], 0
   for g in groups:
     adv = np.asarray(obj_lib.group_advantages(jnp.asarray(g.rewards)[None], eps))[0]
@@ -182,7 +187,8 @@ def samples_with_advantages(groups: Sequence[RolloutGroup], eps: float, negative
     for ep, a in zip(g.episodes, adv):
       for s in ep.samples:
         a_call = float(a) if s.parsed else min(float(a), 0.0)
-        out.append(dataclasses.replace(s, advantage=a_call * negative_weight if a_call < 0 else a_call))
+        out.append(dataclasses.replace(
+            s, advantage=a_call * (negative_weight if a_call < 0 else positive_weight)))
   return out, flat
 
 
@@ -342,7 +348,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
           run.save_now(version, state, data_state())
           return run.stopped(version)
         wait_s = time.perf_counter() - t0
-        samples, flat = samples_with_advantages(groups, rl.adv_eps, negative_advantage_weight(rl))
+        samples, flat = samples_with_advantages(groups, rl.adv_eps, advantage_weights(rl))
         samples, zero_adv = samples_with_gradient(samples)
         batch, report = pack_rl_update(samples, rows=rows, max_micro_batches=max_micro, seq_len=seq_len,
                                        patch_budget=patch_budget, image_keys=with_images)
