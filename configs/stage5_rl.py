@@ -54,6 +54,9 @@ def get_config(arg: str | None = None):
       # weights of positive / negative advantages: 1, 1 = GRPO; 1, 0 = only calls of episodes that
       # beat their group train; 0, 1 = only those below it (docs/rl.md)
       positive_advantage_weight=1.0, negative_advantage_weight=1.0,
+      # "episode": every token its episode's advantage (GRPO); "prefix_tree": each token its step in
+      # the value of the prefix the group's episodes share (mage_jax/rl/credit.py)
+      credit="episode",
       max_policy_lag=3,
       admission_window=4,          # = max_policy_lag + 1 batches of work ahead of the learner
       tis_cap=2.0,                 # truncated importance weight min(exp(logp_old - logp_rollout), C)

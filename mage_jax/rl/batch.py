@@ -62,6 +62,14 @@ class RLSample:
   # The harness parsed the call into an action (False: a parse error, a step with no action;
   # the learner never reinforces it, rl/loop.py samples_with_advantages).
   parsed: bool = True
+  # Per completion token advantages (rl.credit "prefix_tree", rl/credit.py); None: every token
+  # gets `advantage`. When set, `advantage` is the episode's, for reports only.
+  token_advantages: np.ndarray | None = None
+
+  def has_gradient(self) -> bool:
+    if self.token_advantages is not None:
+      return bool(np.any(self.token_advantages != 0.0))
+    return self.advantage != 0.0
 
   def name(self, index: int) -> str:
     return f"RLSample #{index} (task_id={self.task_id!r}, episode_id={self.episode_id!r})"
@@ -77,6 +85,13 @@ def _check(sample: RLSample, index: int) -> None:
                      "needs a preceding token to be predicted from)")
   if not math.isfinite(float(sample.advantage)):
     raise ValueError(f"{sample.name(index)}: advantage {sample.advantage} is not finite")
+  if sample.token_advantages is not None:
+    adv = np.asarray(sample.token_advantages)
+    if adv.shape != (len(sample.completion_ids),):
+      raise ValueError(f"{sample.name(index)}: token_advantages of shape {adv.shape} for "
+                       f"{len(sample.completion_ids)} completion_ids; they must align one to one")
+    if not np.all(np.isfinite(adv)):
+      raise ValueError(f"{sample.name(index)}: token_advantages are not all finite")
 
 
 def _first_image_token(prompt: np.ndarray) -> int:
@@ -181,7 +196,8 @@ def _fill_rl_fields(r: int, members: Sequence[RLSample], segments: Sequence[Any]
     n = len(s.completion_ids)
     first = start + seg.num_tokens - n - 1   # slot whose target is completion token 0
     batch["logp_rollout"][r, first:first + n] = np.asarray(s.rollout_logprobs, np.float32)
-    batch["advantages"][r, first:first + n] = float(s.advantage)
+    batch["advantages"][r, first:first + n] = (float(s.advantage) if s.token_advantages is None
+                                               else np.asarray(s.token_advantages, np.float32))
     start += seg.num_tokens
 
 

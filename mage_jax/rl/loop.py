@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from mage_jax.rl import credit as credit_lib
 from mage_jax.rl import objective as obj_lib
 from mage_jax.rl.admission import AdmissionWindow
 from mage_jax.rl.batch import RLSample, pack_rl_update
@@ -92,6 +93,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
         f"config.rl.sync_tolerance={rl.sync_tolerance}: above {MAX_SYNC_TOLERANCE} nats the post-sync "
         "probe passes an engine serving the wrong weights; to run without the probe, say so with "
         "config.rl.sync_probe=False (recorded in the run's manifest.json)")
+  if rl.get("credit", "episode") not in CREDITS:
+    raise ConfigError(f"config.rl.credit={rl.credit!r}: expected one of {CREDITS}")
   if rl.task_sampling != "frontier":
     raise ConfigError(f"config.rl.task_sampling={rl.task_sampling!r}: only 'frontier' is implemented")
   if config.episode.context_len + rl.max_tokens > config.data.seq_len:
@@ -116,6 +119,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
 
 
 TASK_KINDS = {"terminal", "gui", "hybrid"}
+# How a group's advantage reaches the tokens: "episode" (GRPO: every token its episode's) or
+# "prefix_tree" (each token its step in the value of the prefix the group shares; rl/credit.py).
+CREDITS = ("episode", "prefix_tree")
 # The widest post-sync probe tolerance (max abs log-prob, nats) a config may set: a bf16 engine
 # needs ~0.05, while wrong weights (a stale or half-reloaded checkpoint) are off by whole nats.
 MAX_SYNC_TOLERANCE = 1.0
@@ -162,14 +168,17 @@ def epochs_per_update(rl: ml_collections.ConfigDict) -> int:
 
 
 def samples_with_advantages(groups: Sequence[RolloutGroup], eps: float,
-                            weights: tuple[float, float] = (1.0, 1.0)) -> tuple[list[RLSample], int]:
+                            weights: tuple[float, float] = (1.0, 1.0), credit: str = "episode"
+                            ) -> tuple[list[RLSample], int]:
   """Every sample of every group with its episode's group-relative advantage, except that a call
   the harness could not parse (`RLSample.parsed` False) is never reinforced: min(A, 0); then a
   positive advantage is scaled by weights[0], a negative one by weights[1]
   (rl.positive_advantage_weight, rl.negative_advantage_weight; (1, 1) is GRPO). With (1, 0) only
   the calls of episodes that beat their group train: SFT on the policy's own successes weighted by
   A ("positive sample reinforcement", Zhu et al. 2025); with (0, 1) only those below it are pushed
-  down ("negative sample reinforcement").
+  down ("negative sample reinforcement"). credit (rl.credit): "episode", every token of a call
+  gets its episode's advantage; "prefix_tree", each token its step in the value of the prefix
+  the group's episodes share (rl/credit.py), with the same parse rule and weights per token.
   Returns (samples, groups whose rewards are all equal: zero advantage, no gradient).
 
   Why the exception: a parse error is a step with no action, and an episode can still succeed
@@ -179,16 +188,26 @@ def samples_with_advantages(groups: Sequence[RolloutGroup], eps: float,
   contained loops like '"status": "key", "status": "key", ...' (docs/results.md, session 25)."""
   if not all(0.0 <= w <= 1.0 for w in weights):
     raise ValueError(f"advantage weights {weights}: expected (positive, negative) weights in [0, 1]")
+  if credit not in CREDITS:
+    raise ValueError(f"credit={credit!r}: expected one of {CREDITS}")
   positive_weight, negative_weight = weights
+
+  def weighted(a, parsed: bool):
+    a = np.asarray(a, np.float32) if parsed else np.minimum(np.asarray(a, np.float32), 0.0)
+    return np.where(a < 0, a * negative_weight, a * positive_weight).astype(np.float32)
+
   out, flat = [], 0
   for g in groups:
     adv = np.asarray(obj_lib.group_advantages(jnp.asarray(g.rewards)[None], eps))[0]
     flat += int(not np.any(adv))  # what the objective did, not a tolerance on the rewards
-    for ep, a in zip(g.episodes, adv):
-      for s in ep.samples:
-        a_call = float(a) if s.parsed else min(float(a), 0.0)
+    per_token = (credit_lib.prefix_tree_advantages(
+        [[(s.prompt_ids, s.completion_ids) for s in ep.samples] for ep in g.episodes], g.rewards, eps)
+        if credit == "prefix_tree" else None)
+    for i, (ep, a) in enumerate(zip(g.episodes, adv)):
+      for j, s in enumerate(ep.samples):
         out.append(dataclasses.replace(
-            s, advantage=a_call * (negative_weight if a_call < 0 else positive_weight)))
+            s, advantage=float(weighted(a, s.parsed)),
+            token_advantages=None if per_token is None else weighted(per_token[i][j], s.parsed)))
   return out, flat
 
 
@@ -197,7 +216,7 @@ def samples_with_gradient(samples: Sequence[RLSample]) -> tuple[list[RLSample], 
   (every one of a group whose rewards are equal) adds nothing to the gradient, so packing it
   only costs micro-batches; DAPO's dynamic sampling drops such groups too. The update's token
   mean is then over the samples trained (Adam is indifferent to the gradient's scale)."""
-  kept = [s for s in samples if s.advantage != 0.0]
+  kept = [s for s in samples if s.has_gradient()]
   return kept, len(samples) - len(kept)
 
 
@@ -348,7 +367,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
           run.save_now(version, state, data_state())
           return run.stopped(version)
         wait_s = time.perf_counter() - t0
-        samples, flat = samples_with_advantages(groups, rl.adv_eps, advantage_weights(rl))
+        samples, flat = samples_with_advantages(groups, rl.adv_eps, advantage_weights(rl), rl.get("credit", "episode"))
         samples, zero_adv = samples_with_gradient(samples)
         batch, report = pack_rl_update(samples, rows=rows, max_micro_batches=max_micro, seq_len=seq_len,
                                        patch_budget=patch_budget, image_keys=with_images)
