@@ -94,3 +94,13 @@ def test_labels_longest_prefix_and_boundaries():
 def test_from_config_rejects_unknown_field():
   with pytest.raises(ValueError, match="learning_rat"):
     opt_lib.OptimizerConfig.from_config({"learning_rat": 1.0}, total_steps=5)
+
+
+def test_a_freeze_or_multiplier_prefix_that_names_no_parameter_is_an_error():
+  params = {"language_model": {"embed_tokens": {"embedding": np.zeros((4, 2), np.float32)}},
+            "visual": {"fc": {"kernel": np.zeros((2, 2), np.float32)}}}
+  opt_lib.make_optimizer(opt_lib.OptimizerConfig(freeze=("language_model/embed_tokens",)), params)
+  with pytest.raises(ValueError, match=r"optimizer.freeze prefix 'language_model/embed' names no parameter"):
+    opt_lib.make_optimizer(opt_lib.OptimizerConfig(freeze=("language_model/embed",)), params)
+  with pytest.raises(ValueError, match=r"optimizer.lr_multipliers prefix 'vision' names no parameter"):
+    opt_lib.make_optimizer(opt_lib.OptimizerConfig(lr_multipliers={"vision": 0.1}), params)

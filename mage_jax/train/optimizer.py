@@ -98,7 +98,16 @@ def _decay_mask(tree: Any) -> Any:
 
 
 def make_optimizer(cfg: OptimizerConfig, params: Any) -> optax.GradientTransformation:
-  """The full transformation; `params` (abstract is fine) fixes the groups."""
+  """The full transformation; `params` (abstract is fine) fixes the groups. A `freeze` or
+  `lr_multipliers` prefix that names no parameter is an error: a typo would otherwise train
+  what the run meant to freeze."""
+  paths = [path_str(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
+  for field, prefixes in (("freeze", cfg.freeze), ("lr_multipliers", tuple(cfg.lr_multipliers))):
+    for prefix in prefixes:
+      if not any(_matches(path, prefix) for path in paths):
+        near = sorted({"/".join(path.split("/")[:2]) for path in paths})
+        raise ValueError(f"optimizer.{field} prefix {prefix!r} names no parameter; "
+                         f"top-level paths: {near[:12]}")
   labels = jax.tree_util.tree_leaves(labels_fn(cfg)(params))
   groups = sorted(set(labels))
   zero_frozen = optax.multi_transform(
