@@ -283,6 +283,7 @@ def rl(smoke: bool) -> ml_collections.ConfigDict:
       epochs_per_update=1,         # optimizer steps per update over its batch (docs/rl.md)
       positive_advantage_weight=1.0, negative_advantage_weight=1.0,   # 1, 1: GRPO (docs/rl.md)
       credit="episode",            # or "prefix_tree": per-token credit (mage_jax/rl/credit.py)
+      entropy_coeff=0.0,           # < 0: an entropy-minimisation term beside GRPO's (docs/rl.md)
       max_policy_lag=1, admission_window=2,
       tis_cap=2.0, clip_eps_low=0.2, clip_eps_high=0.28, adv_eps=1e-6,
       task_sampling="frontier", sampler_floor=0.05, sampler_prior_attempts=1,

@@ -57,6 +57,9 @@ def get_config(arg: str | None = None):
       # "episode": every token its episode's advantage (GRPO); "prefix_tree": each token its step in
       # the value of the prefix the group's episodes share (mage_jax/rl/credit.py)
       credit="episode",
+      # c of the loss's - c * H (H: the policy's next-token entropy, verl's sign): 0 = GRPO; < 0
+      # sharpens the policy toward its mode, > 0 keeps its entropy up (docs/rl.md)
+      entropy_coeff=0.0,
       max_policy_lag=3,
       admission_window=4,          # = max_policy_lag + 1 batches of work ahead of the learner
       tis_cap=2.0,                 # truncated importance weight min(exp(logp_old - logp_rollout), C)

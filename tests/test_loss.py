@@ -127,8 +127,9 @@ def test_recompute_only_when_chunked():
 
 def test_single_chunk_stats_equal_chunked_including_unmasked_zeros():
   hidden, kernel, targets, mask, _ = _batch(3)
-  one = loss_lib.token_stats(hidden, kernel, targets, chunk_size=64, mask=mask)
-  many = loss_lib.token_stats(hidden, kernel, targets, chunk_size=8, mask=mask)
+  one = loss_lib.token_stats(hidden, kernel, targets, chunk_size=64, mask=mask, with_entropy=True)
+  many = loss_lib.token_stats(hidden, kernel, targets, chunk_size=8, mask=mask, with_entropy=True)
+  assert len(one) == 4
   for a, b in zip(one, many):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
   assert np.all(np.asarray(one.nll)[np.asarray(mask) == 0] == 0)

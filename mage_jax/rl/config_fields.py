@@ -2,7 +2,11 @@
 check_config (launch.rl and the curriculum's RL stages pass them; the SFT set-up knows nothing of RL)."""
 from __future__ import annotations
 
-from mage_jax.train.run_setup import COUNT, FRACTION, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, Rule
+from mage_jax.train.run_setup import COUNT, FRACTION, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, FINITE, Rule
+
+# The entropy term's coefficient: either sign, at most 1 in size (the policy-gradient term's
+# per-token scale is |A| ~ 1; a larger c makes the update an entropy update with a reward term).
+ENTROPY_COEFF: Rule = ("a number in [-1, 1]", lambda v: FINITE[1](v) and -1 <= v <= 1)
 
 RL_FIELDS: dict[str, Rule] = {
     "rl.num_tasks": COUNT, "rl.total_updates": COUNT, "rl.groups_per_update": COUNT,
@@ -17,5 +21,5 @@ RL_FIELDS: dict[str, Rule] = {
     "rl.group_redundancy": NON_NEGATIVE_INT, "rl.episode_deadline_s": NON_NEGATIVE,
     "rl.engine_port": NON_NEGATIVE_INT, "rl.max_micro_batches": COUNT,
     "rl.epochs_per_update": COUNT, "rl.negative_advantage_weight": FRACTION,
-    "rl.positive_advantage_weight": FRACTION,
+    "rl.positive_advantage_weight": FRACTION, "rl.entropy_coeff": ENTROPY_COEFF,
 }

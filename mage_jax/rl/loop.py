@@ -159,6 +159,16 @@ def advantage_weights(rl: ml_collections.ConfigDict) -> tuple[float, float]:
           float(rl.get("negative_advantage_weight", 1.0)))
 
 
+def entropy_coeff(rl: ml_collections.ConfigDict) -> float:
+  """c of the loss's - c * H term (verl's sign): > 0 keeps the policy's entropy up, < 0 sharpens
+  it toward its mode (entropy minimisation, Agarwal et al. 2025); 0 (default) is GRPO's loss."""
+  return float(rl.get("entropy_coeff", 0.0))
+
+
+def loss_config(rl: ml_collections.ConfigDict) -> obj_lib.RLLossConfig:
+  return obj_lib.RLLossConfig(rl.clip_eps_low, rl.clip_eps_high, rl.tis_cap, entropy_coeff(rl))
+
+
 def epochs_per_update(rl: ml_collections.ConfigDict) -> int:
   """Optimizer steps per update, each over the update's whole batch (PPO's epochs)."""
   return int(rl.get("epochs_per_update", 1))
@@ -211,11 +221,15 @@ def samples_with_advantages(groups: Sequence[RolloutGroup], eps: float,
   return out, flat
 
 
-def samples_with_gradient(samples: Sequence[RLSample]) -> tuple[list[RLSample], int]:
+def samples_with_gradient(samples: Sequence[RLSample], entropy_coeff: float = 0.0
+                          ) -> tuple[list[RLSample], int]:
   """(the samples whose advantage is not 0, how many were left out). A sample with advantage 0
   (every one of a group whose rewards are equal) adds nothing to the gradient, so packing it
   only costs micro-batches; DAPO's dynamic sampling drops such groups too. The update's token
-  mean is then over the samples trained (Adam is indifferent to the gradient's scale)."""
+  mean is then over the samples trained (Adam is indifferent to the gradient's scale). With an
+  entropy term (rl.entropy_coeff not 0) every sample has a gradient, so every one is kept."""
+  if entropy_coeff:
+    return list(samples), 0
   kept = [s for s in samples if s.has_gradient()]
   return kept, len(samples) - len(kept)
 
@@ -328,8 +342,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
   # several (rl.epochs_per_update), logp_old is the policy's before the first step, filled once,
   # and the clip is what keeps the later steps near it: one step never clips (ratio 1).
   epochs = epochs_per_update(rl)
-  objective = obj_lib.rl_objective(obj_lib.RLLossConfig(rl.clip_eps_low, rl.clip_eps_high, rl.tis_cap),
-                                   scfg.loss_chunk_size, logp_old_in_update=epochs == 1)
+  objective = obj_lib.rl_objective(loss_config(rl), scfg.loss_chunk_size, logp_old_in_update=epochs == 1)
   logp_fns: dict[int, Callable] = {}
   rows, seq_len = config.data.batch_size, config.data.seq_len
   # An update trains every sample of its groups that fits max_micro_batches micro-batches of `rows`
@@ -368,7 +381,7 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
           return run.stopped(version)
         wait_s = time.perf_counter() - t0
         samples, flat = samples_with_advantages(groups, rl.adv_eps, advantage_weights(rl), rl.get("credit", "episode"))
-        samples, zero_adv = samples_with_gradient(samples)
+        samples, zero_adv = samples_with_gradient(samples, entropy_coeff(rl))
         batch, report = pack_rl_update(samples, rows=rows, max_micro_batches=max_micro, seq_len=seq_len,
                                        patch_budget=patch_budget, image_keys=with_images)
         micro = report["micro_batches"]

@@ -5,7 +5,10 @@ Per policy token (loss_mask 1):
   rho = exp(logp_new - logp_old)
   w   = stop_gradient(min(exp(logp_old - logp_rollout), C))
   l   = w * max(-A * rho, -A * clip(rho, 1 - eps_low, 1 + eps_high))
-and the loss is the token mean of l over policy tokens. logp_old is the
+and the loss is the token mean of l - c * H over policy tokens, where H is the entropy of the
+policy's next-token distribution at the token's context and c is rl.entropy_coeff (verl's sign:
+c > 0 keeps entropy up, c < 0 sharpens the policy toward its mode; 0, the default, leaves GRPO's
+loss as it is and H a metric). logp_old is the
 learner's log-prob under the parameters before the update, logp_rollout the
 inference engine's log-prob of the sampled token; w corrects the engine/learner
 mismatch.
@@ -62,11 +65,12 @@ class RLLossConfig(NamedTuple):
   clip_eps_low: float = 0.2
   clip_eps_high: float = 0.28
   tis_cap: float = 2.0
+  entropy_coeff: float = 0.0
 
 
 class RLSums(NamedTuple):
   """Additive RL statistics of one (micro-)batch (fp32 scalars)."""
-  loss: jax.Array         # sum over policy tokens of w * max(-A*rho, -A*clip(rho))
+  loss: jax.Array         # sum over policy tokens of w * max(-A*rho, -A*clip(rho)) - c * H
   denominator: jax.Array  # policy tokens (the token-mean normaliser)
   tokens: jax.Array       # policy tokens
   clipped: jax.Array      # policy tokens whose gradient the clip zeroes
@@ -74,11 +78,14 @@ class RLSums(NamedTuple):
   ratio_sum: jax.Array    # sum of rho
   kl_sum: jax.Array       # sum of (rho - 1) - log rho (k3 estimate of KL(old || new))
   gap_sum: jax.Array      # sum of |logp_old - logp_rollout| (learner vs engine on the sampled tokens)
+  entropy_sum: jax.Array  # sum of H, the entropy of the next-token distribution (nats)
 
 
 def grpo_sums(logp_new: jax.Array, logp_old: jax.Array, logp_rollout: jax.Array,
-              advantages: jax.Array, mask: jax.Array, cfg: RLLossConfig) -> RLSums:
-  """RLSums of [B, T] fp32 inputs; mask = 1 on policy-generated tokens.
+              advantages: jax.Array, mask: jax.Array, cfg: RLLossConfig,
+              entropy: jax.Array | None = None) -> RLSums:
+  """RLSums of [B, T] fp32 inputs; mask = 1 on policy-generated tokens. entropy [B, T] (the
+  policy's next-token entropy, differentiable) is needed when cfg.entropy_coeff is not 0.
 
   Tokens with mask 0 contribute nothing to any sum or gradient, even when their
   log-probs are garbage (inf/NaN): they are replaced before any arithmetic, so
@@ -91,6 +98,9 @@ def grpo_sums(logp_new: jax.Array, logp_old: jax.Array, logp_rollout: jax.Array,
   old = jnp.where(live, logp_old.astype(jnp.float32), zero)
   rollout = jnp.where(live, logp_rollout.astype(jnp.float32), zero)
   adv = jnp.where(live, advantages.astype(jnp.float32), zero)
+  if entropy is None and cfg.entropy_coeff:
+    raise ValueError(f"entropy_coeff={cfg.entropy_coeff} needs the per-token entropy")
+  ent = zero if entropy is None else jnp.where(live, entropy.astype(jnp.float32), zero)
 
   log_ratio = new - jax.lax.stop_gradient(old)
   rho = jnp.exp(log_ratio)
@@ -103,14 +113,15 @@ def grpo_sums(logp_new: jax.Array, logp_old: jax.Array, logp_rollout: jax.Array,
   log_ratio_sg = jax.lax.stop_gradient(log_ratio)
   tokens = m.sum()
   return RLSums(
-      loss=(m * w * surrogate).sum(),
+      loss=(m * (w * surrogate - cfg.entropy_coeff * ent)).sum(),
       denominator=tokens,
       tokens=tokens,
       clipped=(m * (clipped > unclipped)).sum(),
       truncated=(m * (jnp.exp(old - rollout) > cfg.tis_cap)).sum(),
       ratio_sum=(m * rho_sg).sum(),
       kl_sum=(m * ((rho_sg - 1.0) - log_ratio_sg)).sum(),
-      gap_sum=(m * jnp.abs(old - rollout)).sum())
+      gap_sum=(m * jnp.abs(old - rollout)).sum(),
+      entropy_sum=(m * jax.lax.stop_gradient(ent)).sum())
 
 
 def rl_finalize(sums: RLSums) -> dict[str, jax.Array]:
@@ -127,13 +138,21 @@ def rl_finalize(sums: RLSums) -> dict[str, jax.Array]:
       # version (bf16 export rounding), larger with policy lag; a learner reading other tokens
       # or weights than the engine sampled from shows here first.
       "rollout_logp_gap": sums.gap_sum / n,
+      "entropy": sums.entropy_sum / n,
       "policy_tokens": sums.tokens,
   }
 
 
 def token_logprobs(model: Any, batch: dict[str, jax.Array], chunk_size: int) -> jax.Array:
   """[B, T] fp32 log p(targets) under `model` on the policy tokens (0 where loss_mask is 0); on a
-  compact vocabulary, the log-prob of the full-vocabulary id each target row stands for.
+  compact vocabulary, the log-prob of the full-vocabulary id each target row stands for."""
+  return logprobs_and_entropy(model, batch, chunk_size)[0]
+
+
+def logprobs_and_entropy(model: Any, batch: dict[str, jax.Array], chunk_size: int,
+                         with_entropy: bool = False) -> tuple[jax.Array, jax.Array | None]:
+  """token_logprobs, and with_entropy: [B, T] fp32 entropy of the next-token distribution at each
+  policy token (the full vocabulary's, also on a compact one; 0 where loss_mask is 0).
 
   The chunked LM head of the SFT loss (train.loss.token_stats), so [B, T, V]
   logits never exist for long rows; logp = -nll. A batch with `patches` (GUI /
@@ -143,15 +162,16 @@ def token_logprobs(model: Any, batch: dict[str, jax.Array], chunk_size: int) -> 
   hidden = model_hidden(model, batch)
   bias = head_bias(model)
   stats = loss_lib.token_stats(hidden, model.lm_head_kernel(), batch["targets"],
-                               chunk_size=chunk_size, mask=batch["loss_mask"], bias=bias)
+                               chunk_size=chunk_size, mask=batch["loss_mask"], bias=bias,
+                               with_entropy=with_entropy)
   if bias is None:
-    return -stats.nll
+    return -stats.nll, stats.entropy
   # A compact vocabulary (models/compact_vocab.py): the rest row holds the mass of all
   # rest_ids ids it stands for (its bias is log rest_ids), so one sampled id of them has
   # log-prob log p(rest row) - log rest_ids: the full model's log-prob, which the engine
   # (serving the expanded params) reports and the importance weight compares against.
   live = batch["loss_mask"] > 0
-  return jnp.where(live, -stats.nll - bias[batch["targets"]], 0.0)
+  return jnp.where(live, -stats.nll - bias[batch["targets"]], 0.0), stats.entropy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,11 +187,15 @@ class RLObjective:
   logp_old_in_update: bool = False
 
   def sums(self, model: Any, batch: dict[str, jax.Array]) -> RLSums:
-    logp_new = token_logprobs(model, batch, self.chunk_size)
+    # The entropy is always computed: a metric at c = 0 (one more pass over the head's
+    # logits, small beside the forward), the loss's second term otherwise.
+    logp_new, entropy = logprobs_and_entropy(model, batch, self.chunk_size, with_entropy=True)
     logp_old = (jax.lax.stop_gradient(logp_new) if self.logp_old_in_update
                 else batch["logp_old"])
+    if not self.cfg.entropy_coeff:
+      entropy = jax.lax.stop_gradient(entropy)
     return grpo_sums(logp_new, logp_old, batch["logp_rollout"], batch["advantages"],
-                     batch["loss_mask"], self.cfg)
+                     batch["loss_mask"], self.cfg, entropy)
 
   def finalize(self, sums: RLSums) -> dict[str, jax.Array]:
     return rl_finalize(sums)

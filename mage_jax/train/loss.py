@@ -28,12 +28,15 @@ class TokenStats(NamedTuple):
   nll: jax.Array       # -log p(target)
   lse: jax.Array       # log-sum-exp of the logits (for z-loss)
   correct: jax.Array   # 1.0 where the target logit is the max (argmax == target; ties count)
+  # Entropy of the next-token distribution (nats), only when token_stats(with_entropy=True); a
+  # compact vocabulary's is the full vocabulary's (the rest row's ids each hold an equal share).
+  entropy: jax.Array | None = None
 
 
 def token_stats(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
                 *, chunk_size: int = 1024, mask: jax.Array | None = None,
-                bias: jax.Array | None = None) -> TokenStats:
-  """Per-token NLL / logsumexp / correctness without materialising [B, T, V].
+                bias: jax.Array | None = None, with_entropy: bool = False) -> TokenStats:
+  """Per-token NLL / logsumexp / correctness (and entropy) without materialising [B, T, V].
 
   hidden [B, T, D] (any float dtype), kernel [D, V], targets int32 [B, T]; `bias` [V] (fp32, a
   compact vocabulary's rest-row term: models/compact_vocab.py) is added to the logits.
@@ -51,7 +54,7 @@ def token_stats(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
   n_chunks = -(-t // chunk)
   pad = n_chunks * chunk - t
   if n_chunks == 1:  # one chunk: nothing to skip or bound; keep logits for backward
-    stats = _chunk_stats(hidden, kernel.astype(hidden.dtype), targets, bias)
+    stats = _chunk_stats(hidden, kernel.astype(hidden.dtype), targets, bias, with_entropy)
     if mask is not None:  # same contract as the chunked path: unmasked tokens read 0
       stats = tuple(jnp.where(mask > 0, x, 0.0) for x in stats)
     return TokenStats(*stats)
@@ -73,11 +76,11 @@ def token_stats(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
   w = kernel.astype(hidden.dtype)
 
   def compute(h, tgt):
-    return _chunk_stats(h, w, tgt, bias)
+    return _chunk_stats(h, w, tgt, bias, with_entropy)
 
   def skip(h, tgt):
     z = jnp.zeros(tgt.shape, jnp.float32)
-    return z, z, z
+    return (z,) * (4 if with_entropy else 3)
 
   @jax.checkpoint
   def one_chunk(args):
@@ -86,7 +89,7 @@ def token_stats(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
       return compute(h, tgt)
     return jax.lax.cond(jnp.any(lv), compute, skip, h, tgt)
 
-  nll, lse, correct = jax.lax.map(one_chunk, (h_chunks, t_chunks, l_chunks))
+  per_chunk = jax.lax.map(one_chunk, (h_chunks, t_chunks, l_chunks))
 
   def unchunk(x):
     x = x.swapaxes(0, 1).reshape(b, n_chunks * chunk)[:, :t]
@@ -95,11 +98,13 @@ def token_stats(hidden: jax.Array, kernel: jax.Array, targets: jax.Array,
     inverse = jnp.argsort(order, axis=1)
     return jnp.where(mask > 0, jnp.take_along_axis(x, inverse, axis=1), 0.0)
 
-  return TokenStats(unchunk(nll), unchunk(lse), unchunk(correct))
+  return TokenStats(*(unchunk(x) for x in per_chunk))
 
 
-def _chunk_stats(h: jax.Array, w: jax.Array, tgt: jax.Array, bias: jax.Array | None = None):
-  """(nll, lse, correct) [B, C] of one chunk's logits h [B, C, D] @ w [D, V] (+ bias), fp32 softmax."""
+def _chunk_stats(h: jax.Array, w: jax.Array, tgt: jax.Array, bias: jax.Array | None = None,
+                 with_entropy: bool = False):
+  """(nll, lse, correct[, entropy]) [B, C] of one chunk's logits h [B, C, D] @ w [D, V] (+ bias),
+  fp32 softmax."""
   logits = matmul_2d(h, w, preferred_element_type=jnp.float32)
   if bias is not None:
     logits = logits + bias
@@ -107,10 +112,22 @@ def _chunk_stats(h: jax.Array, w: jax.Array, tgt: jax.Array, bias: jax.Array | N
   # the max" == argmax == target, except that exact ties count as correct). A separate
   # argmax or "best other logit" pass cost 0.05-0.3 s of the small bench's 2.7 s step.
   top = jax.lax.stop_gradient(jnp.max(logits, axis=-1))
-  lse = top + jnp.log(jnp.sum(jnp.exp(logits - top[..., None]), axis=-1))
+  shifted = logits - top[..., None]
+  log_sum = jnp.log(jnp.sum(jnp.exp(shifted), axis=-1))
+  lse = top + log_sum
   tgt_logit = jnp.take_along_axis(logits, tgt[..., None], axis=-1)[..., 0]
   correct = (tgt_logit >= top).astype(jnp.float32)
-  return lse - tgt_logit, lse, jax.lax.stop_gradient(correct)
+  if not with_entropy:
+    return lse - tgt_logit, lse, jax.lax.stop_gradient(correct)
+  # H = -sum_i p_i (log p_i - bias_i), from the shifted logits (lse - logit cancels in fp32 for a
+  # sharp distribution): for a compact row standing for n ids (bias log n) the full vocabulary's
+  # n terms -(p/n) log(p/n) add up to -p (log p - log n), so this is the full model's entropy.
+  logp = shifted - log_sum[..., None]
+  if bias is not None:
+    entropy = -jnp.sum(jnp.exp(logp) * (logp - bias), axis=-1)
+  else:
+    entropy = -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+  return lse - tgt_logit, lse, jax.lax.stop_gradient(correct), entropy
 
 
 def token_weights(loss_mask: jax.Array, segment_ids: jax.Array,

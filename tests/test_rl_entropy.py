@@ -1,0 +1,141 @@
+"""The RL loss's entropy term (rl.entropy_coeff, docs/rl.md): the chunked head's per-token entropy
+against NumPy's -sum p log p (also on a compact vocabulary, against the expanded full vocabulary),
+the loss term and its gradient against a reference written from the formula, a few steps of
+minimisation that sharpen a toy policy without changing its mode, and the loop's handling."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from mage_jax.models.compact_vocab import CompactVocab
+from mage_jax.rl import objective as obj
+from mage_jax.train import loss as loss_lib
+
+
+def np_entropy(logits):
+  z = logits - logits.max(-1, keepdims=True)
+  logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+  return -(np.exp(logp) * logp).sum(-1)
+
+
+def _inputs(seed=0, b=2, t=20, d=16, v=50):
+  rng = np.random.default_rng(seed)
+  hidden = rng.normal(size=(b, t, d)).astype(np.float32)
+  kernel = (rng.normal(size=(d, v)) * rng.uniform(0.1, 1.5, size=(1, v))).astype(np.float32)
+  targets = rng.integers(0, v, (b, t))
+  mask = (rng.random((b, t)) < 0.6).astype(np.int32)
+  return hidden, kernel, targets, mask
+
+
+@pytest.mark.parametrize("chunk", [64, 8, 3])   # one chunk; chunks with masked reordering and skips
+def test_token_entropy_matches_numpy(chunk):
+  hidden, kernel, targets, mask = _inputs()
+  stats = loss_lib.token_stats(jnp.asarray(hidden), jnp.asarray(kernel), jnp.asarray(targets),
+                               chunk_size=chunk, mask=jnp.asarray(mask), with_entropy=True)
+  want = np.where(mask > 0, np_entropy(hidden.astype(np.float64) @ kernel), 0.0)
+  np.testing.assert_allclose(np.asarray(stats.entropy), want, rtol=1e-4, atol=1e-5)
+  assert np.all(np.asarray(stats.entropy)[mask == 0] == 0)
+  # without the flag the field is absent and the other stats are unchanged
+  plain = loss_lib.token_stats(jnp.asarray(hidden), jnp.asarray(kernel), jnp.asarray(targets),
+                               chunk_size=chunk, mask=jnp.asarray(mask))
+  assert plain.entropy is None
+  np.testing.assert_allclose(np.asarray(plain.nll), np.asarray(stats.nll), rtol=1e-6)
+
+
+def test_compact_vocabulary_entropy_is_the_full_vocabularys():
+  """A compact head's rest row (bias log n) stands for n left-out ids with equal logits: the
+  entropy reported is the expanded full distribution's, not the compact one's."""
+  full = 300
+  vocab = CompactVocab.from_token_ids(np.sort(np.random.default_rng(1).choice(full, 40, replace=False)), full)
+  rng = np.random.default_rng(2)
+  hidden = rng.normal(size=(2, 9, 16)).astype(np.float32)
+  kernel = rng.normal(size=(16, vocab.size)).astype(np.float32)
+  kernel[:, vocab.rest_row] += 1.0            # give the rest row real mass
+  bias = np.zeros(vocab.size, np.float32)
+  bias[vocab.rest_row] = vocab.rest_logit()
+  targets = rng.integers(0, vocab.size, (2, 9))
+  got = loss_lib.token_stats(jnp.asarray(hidden), jnp.asarray(kernel), jnp.asarray(targets),
+                             bias=jnp.asarray(bias), with_entropy=True).entropy
+  full_logits = hidden.astype(np.float64) @ kernel[:, vocab.table]     # [2, 9, 300]
+  np.testing.assert_allclose(np.asarray(got), np_entropy(full_logits), rtol=1e-4, atol=1e-5)
+  compact_only = np_entropy(hidden.astype(np.float64) @ kernel + bias)
+  assert np.max(np_entropy(full_logits) - compact_only) > 0.5     # the difference is real
+
+
+def test_loss_term_and_its_gradient_match_the_formula():
+  rng = np.random.default_rng(3)
+  shape = (3, 7)
+  new = rng.normal(-1.0, 0.3, shape).astype(np.float32)
+  old = (new + rng.normal(0, 0.2, shape)).astype(np.float32)
+  rollout = (old + rng.normal(0, 0.2, shape)).astype(np.float32)
+  adv = rng.normal(size=shape).astype(np.float32)
+  mask = (rng.random(shape) < 0.7).astype(np.float32)
+  ent = rng.uniform(0, 2, shape).astype(np.float32)
+  ent_bad = np.where(mask > 0, ent, np.nan).astype(np.float32)    # garbage off the policy tokens
+  base_cfg = obj.RLLossConfig()
+  base = obj.rl_finalize(obj.grpo_sums(*map(jnp.asarray, (new, old, rollout, adv, mask)), base_cfg))
+  n = mask.sum()
+  for c in (-0.3, 0.0, 0.5):
+    cfg = obj.RLLossConfig(entropy_coeff=c)
+
+    def loss(e):
+      return obj.rl_finalize(obj.grpo_sums(*map(jnp.asarray, (new, old, rollout, adv, mask)), cfg, e))["loss"]
+    got, grad = jax.value_and_grad(loss)(jnp.asarray(ent_bad))
+    want = float(base["loss"]) - c * (ent * mask).sum() / n
+    np.testing.assert_allclose(float(got), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(grad), np.where(mask > 0, -c / n, 0.0), rtol=1e-5, atol=1e-7)
+    metrics = obj.rl_finalize(obj.grpo_sums(*map(jnp.asarray, (new, old, rollout, adv, mask)), cfg,
+                                            jnp.asarray(ent_bad)))
+    np.testing.assert_allclose(float(metrics["entropy"]), (ent * mask).sum() / n, rtol=1e-5)
+  with pytest.raises(ValueError, match="entropy_coeff"):
+    obj.grpo_sums(*map(jnp.asarray, (new, old, rollout, adv, mask)), obj.RLLossConfig(entropy_coeff=-0.1))
+
+
+def test_minimising_entropy_sharpens_a_toy_policy_and_keeps_its_mode():
+  """Zero advantages, c < 0: gradient steps through the chunked head lower the entropy at every
+  policy token and leave each token's most likely id where it was; c > 0 raises it."""
+  hidden, kernel, targets, mask = _inputs(seed=4, b=1, t=12, v=30)
+  mask[:] = 1
+  zeros = jnp.zeros(mask.shape, jnp.float32)
+
+  def run(c, steps=30, lr=0.5):
+    cfg = obj.RLLossConfig(entropy_coeff=c)
+
+    def loss(k):
+      st = loss_lib.token_stats(jnp.asarray(hidden), k, jnp.asarray(targets), chunk_size=5,
+                                mask=jnp.asarray(mask), with_entropy=True)
+      return obj.rl_finalize(obj.grpo_sums(-st.nll, jax.lax.stop_gradient(-st.nll), -st.nll, zeros,
+                                           jnp.asarray(mask), cfg, st.entropy))["loss"]
+    k = jnp.asarray(kernel)
+    grad = jax.jit(jax.grad(loss))
+    for _ in range(steps):
+      k = k - lr * grad(k)
+    return np.asarray(k)
+
+  h0 = np_entropy(hidden @ kernel)
+  sharp = run(-0.5)
+  h1 = np_entropy(hidden @ sharp)
+  assert np.all(h1 < h0) and h1.mean() < 0.7 * h0.mean()
+  np.testing.assert_array_equal((hidden @ sharp).argmax(-1), (hidden @ kernel).argmax(-1))
+  assert np_entropy(hidden @ run(0.5)).mean() > h0.mean()
+
+
+def test_the_loop_keeps_every_sample_with_an_entropy_term_and_checks_its_range():
+  from mage_jax.rl import loop as rl_loop
+  from mage_jax.rl.batch import RLSample
+  from mage_jax.train.run_setup import ConfigError
+  import configs.stage5_rl as stage5
+  samples = [RLSample([1], [2], [-1.0], a, 0) for a in (0.0, 1.0, 0.0, -1.0)]
+  kept, left_out = rl_loop.samples_with_gradient(samples)
+  assert left_out == 2 and [s.advantage for s in kept] == [1.0, -1.0]
+  kept, left_out = rl_loop.samples_with_gradient(samples, entropy_coeff=-0.1)
+  assert left_out == 0 and len(kept) == 4       # zero advantage, but an entropy gradient
+  c = stage5.get_config("tiny")
+  assert rl_loop.loss_config(c.rl).entropy_coeff == 0.0     # default: GRPO's loss
+  c.rl.entropy_coeff = -0.05
+  rl_loop.validate(c)
+  assert rl_loop.loss_config(c.rl).entropy_coeff == -0.05
+  for bad in (-1.5, 2.0, float("nan")):
+    c.rl.entropy_coeff = bad
+    with pytest.raises(ConfigError, match="entropy_coeff"):
+      rl_loop.validate(c)
