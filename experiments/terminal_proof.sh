@@ -9,18 +9,22 @@
 #             given twice would fail on duplicate episode ids), $SFT_STEPS steps
 #   eval_sft  the 120 held-out terminal instances (a suite of links to the held-out split's
 #             count_lines and make_file packages), T=1
-#   rl        compact-vocabulary GRPO on the train split's terminal tasks (rl.kinds=terminal)
+#   rl        the proof config's RL (configs/proof.py: GRPO + entropy term, terminal tasks, 8 x 8
+#             episodes an update) on the data stage's RL suite; RL_EXTRA appends overrides
 #   eval_rl   the same 120 held-out instances, T=1
 # Then the paired SFT-vs-RL test (exact McNemar) on the 120 instances.
 #
 #   WORKDIR=$PWD/workdirs/term_s0 SFT_STEPS=250 bash experiments/terminal_proof.sh
 #
-# Variables: WORKDIR (absolute; required), SEED (0), SFT_STEPS (800), RL_UPDATES (20), RL_LR (1e-4),
-# DATA_FROM (a finished run's workdir whose data and base stages to reuse, linked; "" builds them).
+# Variables: WORKDIR (absolute; required), SEED (0), SFT_STEPS (800), RL_UPDATES (16), RL_LR (3e-4),
+# RL_EXTRA (more rl-stage overrides, ';'-separated), DATA_FROM (a finished run's workdir whose data
+# and base stages to reuse, linked; "" builds them). Session 21 ran it with RL_LR=1e-4, 20 updates of
+# 4 x 8 episodes and no entropy term (the proof config's RL then).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${WORKDIR:?set WORKDIR to an absolute directory}"
-SEED=${SEED:-0}; SFT_STEPS=${SFT_STEPS:-800}; RL_UPDATES=${RL_UPDATES:-20}; RL_LR=${RL_LR:-1e-4}
+SEED=${SEED:-0}; SFT_STEPS=${SFT_STEPS:-800}; RL_UPDATES=${RL_UPDATES:-16}; RL_LR=${RL_LR:-3e-4}
+RL_EXTRA=${RL_EXTRA:+;$RL_EXTRA}
 DATA_FROM=${DATA_FROM:-}
 PY=${PY:-.venv/bin/python}
 export PYTHONUNBUFFERED=1
@@ -70,7 +74,7 @@ EVAL="proof.heldout_suite=$D/heldout_term;proof.probe_episodes=$D/teacher_heldou
 "${CUR[@]}" $(only sft eval_sft rl eval_rl) \
   "--config.stages.sft.overrides=data.sources.gui.paths=$D/teacher/term_a.jsonl;data.sources.terminal.paths=$D/teacher/term_b.jsonl;data.sources.grounding.paths=$D/teacher/term_c.jsonl;eval.click_jsonl=;$C;init.from_dir=$WORKDIR/base/hf;train.total_steps=$SFT_STEPS" \
   "--config.stages.eval_sft.overrides=$EVAL" \
-  "--config.stages.rl.overrides=rl.suite=$D/rl_suite;rl.kinds=terminal;rl.total_updates=$RL_UPDATES;rl.groups_per_update=4;rl.episodes_per_group=8;rl.max_micro_batches=32;optimizer.learning_rate=$RL_LR;$C" \
+  "--config.stages.rl.overrides=rl.suite=$D/rl_suite;rl.kinds=terminal;rl.total_updates=$RL_UPDATES;optimizer.learning_rate=$RL_LR;$C$RL_EXTRA" \
   "--config.stages.eval_rl.overrides=$EVAL"
 
 # 4. the paired test

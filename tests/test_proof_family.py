@@ -274,7 +274,30 @@ def test_default_pools_large_disjoint_and_fixed():
     stage = stage_config(top, top.stages[name], "", "/tmp/x/synth")
     assert pf.value_pools(stage.family) == pools, name
   digest = hashlib.sha256(json.dumps(pools, sort_keys=True).encode()).hexdigest()[:16]
-  assert digest == "4f11f9e8334ed8f8", digest   # a change here moves values across the split: say so in docs
+  assert digest == "7f58ebcd690def45", digest   # a change here moves values across the split: say so in docs (session 28: digit 0 added, rl_only)
+
+
+def test_rl_only_values_stay_out_of_the_train_suite():
+  """config.family.rl_fraction: that share of the train words and file names is kept for the RL
+  suite. No train-suite instance (so no SFT teacher episode) holds one; the RL suite's draw does."""
+  pools = pf.value_pools()
+  for kind in ("words", "file_names"):
+    train, rl_only = pools[kind]["train"], pools[kind]["rl_only"]
+    assert set(rl_only) <= set(train) and len(rl_only) == round(0.2 * len(train)), (kind, len(rl_only))
+  train_suite = pf.instances("train", 0, per_template=300)
+  used = pf.used_values(train_suite)
+  for kind in ("words", "file_names"):
+    assert not set(used[kind]) & set(pools[kind]["rl_only"]), kind
+  rl = pf.instances("train", 0, per_template=300, exclude=used, label=pf.RL_LABEL)
+  rl_names = set(pf.used_values(rl)["file_names"])
+  # the RL suite's names: mostly reserved ones (the rest are train names the train suite's draws missed)
+  assert len(rl_names & set(pools["file_names"]["rl_only"])) >= 100, len(rl_names)
+  assert len(rl_names) >= 150, len(rl_names)    # before rl_fraction: 63 distinct names
+  # rl_fraction 0: nothing reserved, every train value drawable by the train suite
+  none = pf.value_pools(_family(rl_fraction=0.0))
+  assert none["file_names"]["rl_only"] == [] and none["file_names"]["train"] == pools["file_names"]["train"]
+  assert set(pf.used_values(pf.instances("train", 0, 300, family=_family(rl_fraction=0.0)))["file_names"]) \
+      & set(pools["file_names"]["rl_only"])
 
 
 def test_heldout_pool_absent_from_train_packages():
@@ -304,7 +327,11 @@ SMALL = {"min_train_values": 4, "min_heldout_values": 2}
 
 
 @pytest.mark.parametrize("fields, message", [
-    ({"words": "product:sun,moon|bird,fish"}, "config.family.pools.words: 3 train values (pool of 4"),
+    ({"words": "product:sun,moon|bird,fish"},
+     "config.family.pools.words: 2 train values for SFT (train less rl_only) (pool of 4"),
+    ({"rl_fraction": 1.0}, "config.family.rl_fraction=1.0"),
+    ({"rl_fraction": -0.1}, "config.family.rl_fraction=-0.1"),
+    ({"rl_fraction": 0.6}, "config.family.pools.words: 432 train values for SFT"),
     ({"heldout_fraction": 1.5}, "config.family.heldout_fraction=1.5"),
     ({"words": "a1,b1,c1,d1,e1,f1", "words_heldout": "b1,x1", **SMALL},
      "config.family.pools.words and config.family.pools.words_heldout overlap"),
@@ -342,7 +369,8 @@ def test_pool_file_and_custom_suite(tmp_path):
   f = _family(words=f"file:{tmp_path / 'words.txt'}", words_heldout=",".join(words[30:]),
               min_train_values=20, min_heldout_values=5)
   pools = pf.value_pools(f)
-  assert pools["words"] == {"train": words[:30], "heldout": words[30:]}
+  assert pools["words"]["train"] == words[:30] and pools["words"]["heldout"] == words[30:]
+  assert len(pools["words"]["rl_only"]) == 6 and set(pools["words"]["rl_only"]) <= set(words[:30])
   pf.write_suite("heldout", str(tmp_path / "held"), per_template=10, family=f)
   held = load_suite(str(tmp_path / "held"))
   used = {w for t in held for w in pf.instance_values(t)["words"]}
@@ -361,7 +389,7 @@ def test_curriculum_refuses_bad_pools_before_any_stage():
   from mage_jax.runs.curriculum import check_stages
   top = proof.get_config("smoke")
   top.family.pools.words = "product:sun,moon|bird,fish"
-  with pytest.raises(run_setup.ConfigError, match=r"stage data: config.family.pools.words: 3 train values"):
+  with pytest.raises(run_setup.ConfigError, match=r"stage data: config.family.pools.words: 2 train values for SFT"):
     check_stages(top, "/tmp/x/synth")
 
 

@@ -92,7 +92,8 @@ def teacher_data(cfg: ml_collections.ConfigDict, stage_dir: str, previous: str, 
 
 def rl_suite(family: ml_collections.ConfigDict, stage_dir: str) -> dict:
   """<stage_dir>/rl_suite: `family.rl_per_template` train-split instances per template whose words
-  and file names no train-suite instance uses, so no SFT teacher episode holds them. Why: on the
+  and file names no train-suite instance uses, so no SFT teacher episode holds them: the pools'
+  `rl_only` values (config.family.rl_fraction) and any train value the train suite's draws missed. Why: on the
   train suite's own instances the SFT policy recalls the values (T=1 success 168/192 on eight
   terminal train tasks, against ~0.7 on fresh-value terminal instances and 85/120 on the held-out
   terminal split; docs/results.md, session 24), so RL there had few mixed groups and practised
@@ -105,7 +106,7 @@ def rl_suite(family: ml_collections.ConfigDict, stage_dir: str) -> dict:
   exclude = fam.used_values(train)
   pools = fam.value_pools(family)
   fam.write_suite("train", os.path.join(stage_dir, "rl_suite"), seed=family.split_seed, per_template=per,
-                  family=family, exclude=exclude, label="rl")
+                  family=family, exclude=exclude, label=fam.RL_LABEL)
   return {kind: len(pools[kind]["train"]) - len(exclude[kind]) for kind in exclude}
 
 

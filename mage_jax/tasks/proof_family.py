@@ -14,8 +14,10 @@ Templates (`TEMPLATES`, name -> kind); every instance is 2-3 steps with one obvi
 The split is fixed by VALUE, independent of the run's seed (issue 36: high-entropy values):
   - the values come from pools that are config fields (`config.family`, configs/proof.py;
     mage_jax/tasks/proof_pools.py reads them): by default 1,440 compound words <part A><part
-    B> ("goldwolf", 36 x 40 parts) and 756 file names <base><digit>.txt ("memo5.txt", 84 x 9), a
-    quarter of each held out by `family.split_seed` (1,080 / 360 words, 567 / 189 file names);
+    B> ("goldwolf", 36 x 40 parts) and 840 file names <base><digit>.txt ("memo5.txt", 84 x 10), a
+    quarter of each held out by `family.split_seed` (1,080 / 360 words, 630 / 210 file names),
+    and a fifth of the train values kept for the RL suite (`family.rl_fraction`: 216 words and
+    126 file names no train-suite instance holds);
     after a space every default word is 2 Qwen3 tokens and every file name 3, and every token a
     held-out value uses is used by train values (tests/test_proof_family.py, real tokenizer);
   - (colour, slot) pairs: 6 colours x 12 slots of a 4 x 3 grid, 3 slots per colour held out;
@@ -131,6 +133,7 @@ def _colours(pools: dict[str, dict[str, list]]) -> list[str]:
 # Placeholders for the values in a template's text: where they sit, and with which letters
 # around them (near_miss writes "{word}s"), is read off the templates themselves.
 _SLOT_MARK = {"words": "#W#", "file_names": "#N#"}
+RL_LABEL = "rl"   # the RL suite's draw: the only train-split draw that may use the rl_only values
 
 
 def _train_text(pools: dict[str, dict[str, list]]) -> str:
@@ -300,9 +303,14 @@ def instance_params(split: str, seed: int = 0, per_template: int | None = None,
   Values come from `value_pools(family)`; `seed` only picks which instances are drawn.
   exclude {"words": [...], "file_names": [...]}: values left out of the split's pools (the RL
   suite's: the train values no train-suite instance uses); `label` (default: the split) names
-  the draw, so another label draws other instances."""
+  the draw, so another label draws other instances. A train-split draw leaves out the pools'
+  `rl_only` values (config.family.rl_fraction) unless its label is RL_LABEL (the RL suite's)."""
   _check_split(split)
   pools = value_pools(family)
+  if split == "train" and label != RL_LABEL:   # the values reserved for RL stay out of SFT's tasks
+    for kind in _SLOT_MARK:
+      reserved = set(pools[kind]["rl_only"])
+      pools[kind]["train"] = [v for v in pools[kind]["train"] if v not in reserved]
   for kind, values in (exclude or {}).items():
     if kind not in _SLOT_MARK:
       raise ValueError(f"exclude: unknown value kind {kind!r}; expected one of {sorted(_SLOT_MARK)}")

@@ -9,7 +9,9 @@ A pool field is a spec string:
   a,b,c                    the values themselves
 The held-out values are `heldout_fraction` of each pool, drawn by `split_seed` (a fixed split, never
 the run's seed), or the values of the explicit `<pool>_heldout` field (then the pool is the train
-values). (colour, slot) pairs: every colour of `pools.colours` at every slot of the 4 x 3 grid;
+values). `rl_fraction` of each train pool (words, file names) is reserved for RL (the `rl_only`
+list, drawn by `split_seed`): the train suite, so SFT, never holds those values, and the RL suite
+draws from them (an RL update cannot then gain by recalling SFT's values). (colour, slot) pairs: every colour of `pools.colours` at every slot of the 4 x 3 grid;
 per colour, `round(heldout_fraction * 12)` slots are held out (or `pools.colour_slots_heldout`,
 "red:0,blue:5"), so every colour has train and held-out layouts.
 
@@ -35,7 +37,7 @@ WORD_B = ("bird", "fish", "leaf", "stone", "boat", "bell", "wolf", "fox", "bear"
           "flower", "field", "fall", "storm", "berry", "wood", "wing", "king", "lord", "book", "key",
           "coat", "cat", "lion", "moth", "fly", "bug", "worm", "cloud", "path", "road", "lamp", "cup",
           "box", "bag", "bow", "arrow", "pipe")
-# File names: 84 bases x 9 digits = 756 names.
+# File names: 84 bases x 10 digits = 840 names.
 NAME_BASE = ("notes", "data", "memo", "list", "log", "plan", "draft", "report", "budget", "summary",
              "todo", "ideas", "agenda", "invoice", "letter", "diary", "journal", "recipe", "schedule",
              "inventory", "minutes", "outline", "script", "config", "backup", "archive", "index",
@@ -45,14 +47,18 @@ NAME_BASE = ("notes", "data", "memo", "list", "log", "plan", "draft", "report", 
              "profile", "account", "contact", "address", "message", "email", "chat", "thread", "topic",
              "post", "page", "chapter", "section", "card", "form", "doc", "task", "goal", "team",
              "project", "client", "vendor", "price", "cost", "sales", "stock", "asset", "brief", "patch")
-NAME_DIGIT = tuple(str(d) for d in range(1, 10))
+NAME_DIGIT = tuple(str(d) for d in range(10))
 COLOURS = ("red", "green", "blue", "yellow", "purple", "orange")
 N_SLOTS = 12   # the buttons app's 4 x 3 grid (proof_family.slot_xy)
 
 DEFAULTS: dict[str, Any] = {
     "split_seed": 0,
     "heldout_fraction": 0.25,
-    "min_train_values": 500,     # issue 36: >= 500 train words and >= 500 train file names
+    # of the train values, reserved for the RL suite (never in a train-suite instance, so never in
+    # SFT's episodes): with every train value in SFT, the RL suite had only the 63 file names SFT's
+    # 1,200 draws missed, and its updates sharpened recall of them (docs/results.md, session 27)
+    "rl_fraction": 0.2,
+    "min_train_values": 500,     # issue 36: >= 500 train words and file names for SFT (less rl_only)
     "min_heldout_values": 100,
     "pools": {
         "words": "product:" + ",".join(WORD_A) + "|" + ",".join(WORD_B),
@@ -141,8 +147,15 @@ def _fraction(fields: dict[str, Any]) -> float:
   return float(f)
 
 
+def _rl_fraction(fields: dict[str, Any]) -> float:
+  f = fields["rl_fraction"]
+  if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f < 1:
+    raise PoolError(f"config.family.rl_fraction={f!r}: expected a number in [0, 1) (0: no values reserved for RL)")
+  return float(f)
+
+
 def _split(values: list[str], fraction: float, seed: int, kind: str) -> tuple[list[str], list[str]]:
-  """(train, held-out) in pool order: round(fraction * n) values drawn by `seed`."""
+  """(rest, drawn) in pool order: round(fraction * n) values drawn by `seed` (`kind` names the draw)."""
   order = list(range(len(values)))
   random.Random(f"proof_pools:{kind}:{seed}").shuffle(order)
   held = set(order[:round(fraction * len(values))])
@@ -160,14 +173,15 @@ def _string_pool(fields: dict[str, Any], kind: str) -> dict[str, list[str]]:
                       f"{len(both)} values in both, e.g. {both[:5]}")
   else:
     train, held = _split(values, _fraction(fields), fields["split_seed"], kind)
-  for split, vals, least in (("train", train, fields["min_train_values"]),
-                             ("held-out", held, fields["min_heldout_values"])):
+  sft, rl_only = _split(train, _rl_fraction(fields), fields["split_seed"], f"rl:{kind}")
+  for split, vals, least in (("train values for SFT (train less rl_only)", sft, fields["min_train_values"]),
+                             ("held-out values", held, fields["min_heldout_values"])):
     if len(vals) < least:
-      key = "min_train_values" if split == "train" else "min_heldout_values"
-      raise PoolError(f"config.family.pools.{kind}: {len(vals)} {split} values (pool of {len(values)}"
-                      f"{'' if pools[f'{kind}_heldout'] else ', heldout_fraction ' + str(fields['heldout_fraction'])})"
-                      f"; config.family.{key}={least} needed")
-  return {"train": train, "heldout": held}
+      key = "min_heldout_values" if split.startswith("held-out") else "min_train_values"
+      raise PoolError(f"config.family.pools.{kind}: {len(vals)} {split} (pool of {len(values)}"
+                      f"{'' if pools[f'{kind}_heldout'] else ', heldout_fraction ' + str(fields['heldout_fraction'])}"
+                      f", rl_fraction {fields['rl_fraction']}); config.family.{key}={least} needed")
+  return {"train": train, "heldout": held, "rl_only": rl_only}
 
 
 def _colour_slots(fields: dict[str, Any]) -> dict[str, list[tuple[str, int]]]:
@@ -198,7 +212,8 @@ def _colour_slots(fields: dict[str, Any]) -> dict[str, list[tuple[str, int]]]:
 
 
 def split_pools(family: Mapping[str, Any] | None) -> dict[str, dict[str, list]]:
-  """{"words": {"train", "heldout"}, "file_names": ..., "colour_slots": ...} of a family config,
+  """{"words": {"train", "heldout", "rl_only"}, "file_names": ..., "colour_slots": {"train", "heldout"}}
+  of a family config (rl_only: the train values kept out of the train suite, for RL),
   checked (PoolError naming the field), without the check against the templates' text
   (proof_family.value_pools does both)."""
   fields = family_fields(family)
