@@ -289,6 +289,7 @@ def rl(smoke: bool) -> ml_collections.ConfigDict:
       # (19 gained, 8 lost); GRPO alone at 5e-5 changed nothing (27.1% -> 27.5%, session 19) and at
       # 3e-4 broke the call format (sessions 18, 25). The smoke keeps 0: its check is GRPO's alone.
       entropy_coeff=0.0 if smoke else -1.0,
+      entropy_groups="all",        # or "rewarded": groups with no rewarded episode left out
       max_policy_lag=1, admission_window=2,
       tis_cap=2.0, clip_eps_low=0.2, clip_eps_high=0.28, adv_eps=1e-6,
       task_sampling="frontier", sampler_floor=0.05, sampler_prior_attempts=1,

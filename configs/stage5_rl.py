@@ -60,6 +60,9 @@ def get_config(arg: str | None = None):
       # c of the loss's - c * H (H: the policy's next-token entropy, verl's sign): 0 = GRPO; < 0
       # sharpens the policy toward its mode, > 0 keeps its entropy up (docs/rl.md)
       entropy_coeff=0.0,
+      # with the term on: "all" groups, or "rewarded" ones only (a group with no rewarded episode
+      # would be trained by the entropy term alone, toward its failing mode; rl/loop.py)
+      entropy_groups="all",
       max_policy_lag=3,
       admission_window=4,          # = max_policy_lag + 1 batches of work ahead of the learner
       tis_cap=2.0,                 # truncated importance weight min(exp(logp_old - logp_rollout), C)

@@ -139,3 +139,33 @@ def test_the_loop_keeps_every_sample_with_an_entropy_term_and_checks_its_range()
     c.rl.entropy_coeff = bad
     with pytest.raises(ConfigError, match="entropy_coeff"):
       rl_loop.validate(c)
+
+
+def test_rewarded_groups_only_leaves_out_groups_no_episode_solved():
+  """rl.entropy_groups="rewarded": with the term on, a group whose rewards are all 0 (its only
+  gradient the entropy term's, toward a failing mode) is not trained; flat solved groups are."""
+  from mage_jax.rl import loop as rl_loop
+  from mage_jax.rl.batch import RLSample
+  from mage_jax.rl.rollouts import EpisodeSamples, RolloutGroup
+  from mage_jax.train.run_setup import ConfigError
+  import configs.stage5_rl as stage5
+
+  def group(name, rewards):
+    return RolloutGroup(name, name, [EpisodeSamples(f"{name}-{i}", r, [RLSample([1], [2], [-1.0], 0.0, 0)])
+                                     for i, r in enumerate(rewards)])
+
+  groups = [group("failed", [0.0, 0.0]), group("mixed", [1.0, 0.0]), group("solved", [1.0, 1.0]),
+            group("partial", [0.0, 0.25])]
+  c = stage5.get_config("tiny")
+  for coeff, rule, kept in ((0.0, "rewarded", 4), (-1.0, "all", 4), (-1.0, "rewarded", 3)):
+    c.rl.entropy_coeff, c.rl.entropy_groups = coeff, rule
+    rl_loop.validate(c)
+    out, left_out = rl_loop.groups_for_update(groups, c.rl)
+    assert (len(out), left_out) == (kept, 4 - kept), (coeff, rule)
+  assert [g.task_id for g in out] == ["mixed", "solved", "partial"]
+  samples, flat = rl_loop.samples_with_advantages(out, 1e-6)
+  samples, _ = rl_loop.samples_with_gradient(samples, entropy_coeff=-1.0)
+  assert flat == 1 and len(samples) == 6     # the solved group's flat samples keep the entropy term
+  c.rl.entropy_groups = "failed"
+  with pytest.raises(ConfigError, match="config.rl.entropy_groups='failed'"):
+    rl_loop.validate(c)

@@ -95,6 +95,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
         "config.rl.sync_probe=False (recorded in the run's manifest.json)")
   if rl.get("credit", "episode") not in CREDITS:
     raise ConfigError(f"config.rl.credit={rl.credit!r}: expected one of {CREDITS}")
+  if rl.get("entropy_groups", "all") not in ENTROPY_GROUPS:
+    raise ConfigError(f"config.rl.entropy_groups={rl.entropy_groups!r}: expected one of {ENTROPY_GROUPS}")
   if rl.task_sampling != "frontier":
     raise ConfigError(f"config.rl.task_sampling={rl.task_sampling!r}: only 'frontier' is implemented")
   if config.episode.context_len + rl.max_tokens > config.data.seq_len:
@@ -122,6 +124,7 @@ TASK_KINDS = {"terminal", "gui", "hybrid"}
 # How a group's advantage reaches the tokens: "episode" (GRPO: every token its episode's) or
 # "prefix_tree" (each token its step in the value of the prefix the group shares; rl/credit.py).
 CREDITS = ("episode", "prefix_tree")
+ENTROPY_GROUPS = ("all", "rewarded")   # rl.entropy_groups: where the entropy term acts
 # The widest post-sync probe tolerance (max abs log-prob, nats) a config may set: a bf16 engine
 # needs ~0.05, while wrong weights (a stale or half-reloaded checkpoint) are off by whole nats.
 MAX_SYNC_TOLERANCE = 1.0
@@ -163,6 +166,20 @@ def entropy_coeff(rl: ml_collections.ConfigDict) -> float:
   """c of the loss's - c * H term (verl's sign): > 0 keeps the policy's entropy up, < 0 sharpens
   it toward its mode (entropy minimisation, Agarwal et al. 2025); 0 (default) is GRPO's loss."""
   return float(rl.get("entropy_coeff", 0.0))
+
+
+def groups_for_update(groups: Sequence[RolloutGroup], rl: ml_collections.ConfigDict
+                      ) -> tuple[list[RolloutGroup], int]:
+  """(the groups an update trains on, how many were left out). With an entropy term and
+  rl.entropy_groups = "rewarded", a group in which no episode earned a reward is left out: its
+  advantages are all 0, so its only gradient would be the entropy term's, sharpening the policy
+  toward a mode that fails the task. Why: from an SFT policy that solved no count_lines task, 16
+  updates with the term on every group raised the held-out copy probe 0.43 -> 1.56 nats
+  (docs/results.md, session 28). "all" (the default) trains every group."""
+  if not entropy_coeff(rl) or rl.get("entropy_groups", "all") == "all":
+    return list(groups), 0
+  kept = [g for g in groups if np.any(np.asarray(g.rewards) > 0)]
+  return kept, len(groups) - len(kept)
 
 
 def loss_config(rl: ml_collections.ConfigDict) -> obj_lib.RLLossConfig:
@@ -380,13 +397,17 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
           run.save_now(version, state, data_state())
           return run.stopped(version)
         wait_s = time.perf_counter() - t0
-        samples, flat = samples_with_advantages(groups, rl.adv_eps, advantage_weights(rl), rl.get("credit", "episode"))
+        trained_groups, unrewarded = groups_for_update(groups, rl)
+        samples, flat = samples_with_advantages(trained_groups, rl.adv_eps, advantage_weights(rl),
+                                                rl.get("credit", "episode"))
+        flat += unrewarded   # left out: every reward 0, so flat too
         samples, zero_adv = samples_with_gradient(samples, entropy_coeff(rl))
         batch, report = pack_rl_update(samples, rows=rows, max_micro_batches=max_micro, seq_len=seq_len,
                                        patch_budget=patch_budget, image_keys=with_images)
         micro = report["micro_batches"]
         trained = [samples[i] for r in report["row_samples"] for i in r]
         stats = rollout_stats(groups, trained, version, rl.max_policy_lag)
+        stats["unrewarded_groups_left_out"] = float(unrewarded)
         if stats["max_staleness"] > rl.max_policy_lag:  # the drop above makes this unreachable
           raise AssertionError(f"a sample {stats['max_staleness']} updates old reached the learner")
         t1 = time.perf_counter()
