@@ -393,6 +393,24 @@ def test_curriculum_refuses_bad_pools_before_any_stage():
     check_stages(top, "/tmp/x/synth")
 
 
+def test_the_full_proof_config_passes_its_checks_on_a_fresh_workdir(tmp_path):
+  """`make proof` on a fresh workdir: the RL stage's compact vocabulary (and SFT's init) are files the
+  base stage writes later, so the before-any-stage check must not ask for them (it once failed with
+  "config.model.compact_vocab=...: no such file"); RL's own build still does, naming the field."""
+  from configs import proof
+  from mage_jax.rl import loop as rl_loop
+  from mage_jax.runs import curriculum
+  from mage_jax.train import run_setup
+  top = proof.get_config(None)
+  top.shared_dir = str(tmp_path / "shared")
+  synth = str(tmp_path / "w" / "synth")
+  curriculum.check_stages(top, synth)
+  rl_cfg = curriculum.stage_config(top, top.stages.rl, "", synth)
+  assert rl_cfg.model.compact_vocab == str(tmp_path / "w" / "base" / "vocab.json")
+  with pytest.raises(run_setup.ConfigError, match=r"config.model.compact_vocab=.*no such file"):
+    rl_loop.build(rl_cfg, str(tmp_path / "w" / "rl"))
+
+
 def test_gates_on_a_sample():
   from mage_jax.agent.env import EnvConfig, LocalEnv
   from mage_jax.machine.sandbox import SandboxUnavailable, check_available

@@ -70,6 +70,8 @@ from mage_jax.engine.weight_sync import export
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
+  """What an RL config alone must satisfy (no files read; `build` checks the init and vocabulary
+  files); raises ConfigError naming the field."""
   setup.check_config(config, ("model", "mesh", "data", "optimizer", "step", "train", "init",
                               "checkpoint", "log", "rl"), RL_FIELDS)
   rl = config.rl
@@ -117,7 +119,6 @@ def validate(config: ml_collections.ConfigDict) -> None:
     if budget < 4 or budget % 4:
       raise ConfigError(f"config.data.patch_budget={budget}: GUI/hybrid RL batches need patch slots "
                         "for the screenshots (a positive multiple of 4)")
-  setup.check_init(config)
 
 
 TASK_KINDS = {"terminal", "gui", "hybrid"}
@@ -148,6 +149,9 @@ def screenshot_kinds(kinds: str) -> bool:
 def build(config: ml_collections.ConfigDict, workdir: str) -> Trainer:
   """The SFT trainer's build without a data pipeline (batches come from rollouts)."""
   validate(config)
+  # Files are checked here, not in validate: the curriculum validates every stage before the first
+  # runs, when an RL stage's init and compact vocabulary are still to be written by earlier stages.
+  setup.check_init(config)
   setup.check_workdir(workdir)
   mesh = setup.make_mesh(config)
   updates = int(config.rl.total_updates)
