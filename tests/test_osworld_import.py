@@ -205,3 +205,70 @@ def test_launch_eval_runs_the_osworld_protocol_with_a_per_domain_table(tmp_path)
   assert table["overall"]["mean"] == 100.0 and "OSWorld success rate" in p.stdout
   episodes = json.load(open(work / "results.json"))["episodes"]
   assert len(episodes) == 6 and {e["status"] for e in episodes} == {"terminated"}
+
+
+def test_a_setup_job_left_in_the_background_is_waited_for():
+  """cc9d4f34's setup ends in `nohup ./my_process.sh ... &`: the import marks the step to settle, and
+  the step waits until the sandbox's process list holds still (the near miss `pkill -STOP -f
+  my_process.sh` once stopped `nohup` before it had exec'd the script, and passed under load)."""
+  from mage_jax.tasks import preparers
+  task = json.load(open(os.path.join(FIX, "tasks", "os", f"{OS_IDS[2]}.json")))
+  home, step = importer.convert(task, "cc9d4f34.json").package["setup"]   # the home's folders, the job
+  assert step["type"] == "script" and step["settle"] == importer.BACKGROUND_SETTLE and "settle" not in home
+  plain = json.load(open(os.path.join(FIX, "tasks", "os", f"{OS_IDS[0]}.json")))
+  assert all("settle" not in s for s in importer.convert(plain, "p.json").package["setup"])
+
+  class Target:   # the sandbox's `ps -eo args=` over time: an exec in progress, then a steady job
+    def __init__(self, states):
+      self.states, self.polls = list(states), 0
+    def run_script(self, script, timeout):
+      if script != "ps -eo args=":
+        return 0, ""
+      self.polls += 1
+      return 0, self.states.pop(0) if len(self.states) > 1 else self.states[0]
+  moving = Target(["nohup ./my_process.sh", "/bin/sh ./my_process.sh\nsleep 1"])
+  preparers.run_preparer(moving, {"type": "script", "script": "start", "settle": 5}, None)
+  assert moving.polls == preparers.SETTLE_STABLE + 1   # one changed poll, then SETTLE_STABLE alike
+  restless = Target([f"job {i}" for i in range(1000)])
+  assert not preparers.settle_processes(restless, 0.5) and restless.polls >= 2
+  for bad in ("5", -1, True, preparers.MAX_SETTLE + 1):
+    with pytest.raises(ValueError, match=r"t.json: preparer 'script' field 'settle'"):
+      preparers.validate_spec({"type": "script", "script": "x", "settle": bad}, "t.json")
+
+
+@needs_sandbox
+def test_settle_waits_for_a_background_job_to_reach_its_program():
+  from mage_jax.agent.env import LocalEnv
+  from mage_jax.tasks.package import TaskPackage
+  job = "nohup bash -c 'sleep {}; exec sleep 301' > /dev/null 2>&1 &"
+  env = LocalEnv()
+  try:
+    def procs(setup):
+      env.reset(TaskPackage(id="bg", instruction="x", kind="terminal", setup=[setup],
+                            checker={"type": "file_exists", "path": "x"}))
+      return env.run_script("ps -eo args=", 10)[1]
+    assert "sleep 3" in procs({"type": "script", "script": job.format(3)})   # no settle: still on its way
+    settled = procs({"type": "script", "script": job.format(0.3), "settle": 5})
+    assert "sleep 301" in settled and "sleep 0.3" not in settled
+  finally:
+    env.close()
+
+
+@needs_sandbox
+def test_a_check_command_that_does_not_finish_scores_zero(monkeypatch):
+  """An exclude-only rule on the output of a command that never finished once passed on its empty
+  partial output; a getter's command past task_types.COMMAND_TIMEOUT is unreadable state (0)."""
+  from mage_jax.agent.env import LocalEnv
+  from mage_jax.tasks.package import TaskPackage
+  monkeypatch.setattr(task_types, "COMMAND_TIMEOUT", 1.0)
+  def checker(command):
+    return {"type": "osworld", "metrics": [{"func": "check_include_exclude",
+                                            "result": {"type": "vm_command_line", "command": command, "shell": True},
+                                            "expected": {"type": "rule", "rules": {"include": [], "exclude": ["bad"]}}}]}
+  env = LocalEnv()
+  try:
+    for command, want in (("echo fine", 1.0), ("echo bad", 0.0), ("sleep 20 | cat; echo fine", 0.0)):
+      env.reset(TaskPackage(id="c", instruction="x", kind="terminal", checker=checker(command)))
+      assert env.score() == want, command
+  finally:
+    env.close()

@@ -8,7 +8,9 @@ Each preparer is a JSON object with a `type`:
   pptx   {path, slides: [{title, body?}]}                            via python-pptx
   pdf    {path, pages}                   blank pages via pypdf
   mkdir  {path}
-  script {script | file, timeout?}       bash, run as the sandbox user in the home dir
+  script {script | file, timeout?, settle?}   bash, run as the sandbox user in the home dir; with
+                                         settle (s, at most) it then waits until the sandbox's
+                                         processes stop changing (a job it started with `&`)
   app    {config: {kind, name, out, ...}} a built-in Tk app (tasks/builtin/apps/tkapps.py)
 Files are produced on the host and written into the sandbox as the sandbox user.
 """
@@ -19,6 +21,7 @@ import dataclasses
 import io
 import json
 import os
+import time
 from typing import Any, Callable, Protocol
 
 from mage_jax.tasks import extensions
@@ -76,6 +79,36 @@ def validate_spec(spec: dict[str, Any], where: str) -> None:
       raise ValueError(f"{where}: preparer {t!r} needs field {key!r}")
   if t == "script" and not ("script" in spec or "file" in spec):
     raise ValueError(f"{where}: preparer 'script' needs 'script' or 'file'")
+  settle = spec.get("settle", 0)
+  if t == "script" and (isinstance(settle, bool) or not isinstance(settle, (int, float))
+                        or not 0 <= settle <= MAX_SETTLE):
+    raise ValueError(f"{where}: preparer 'script' field 'settle' must be a number of seconds in "
+                     f"[0, {MAX_SETTLE:g}]; got {settle!r}")
+
+
+# A setup line that starts a job in the background (`nohup ./job.sh &`) returns once the job has let
+# go of its output, which can be before the job has exec'd its program: an agent acting at once
+# then met a half-started process (`pkill -STOP -f job.sh` stopped `nohup ./job.sh`, never the
+# script, so a stopped job passed a "not running" check under load). `settle` waits for the
+# sandbox's process list to hold still over SETTLE_STABLE polls SETTLE_POLL s apart.
+MAX_SETTLE = 30.0
+SETTLE_POLL = 0.2
+SETTLE_STABLE = 3
+
+
+def settle_processes(target: "SetupTarget", cap: float) -> bool:
+  """Waits (at most `cap` s) until the sandbox's processes (their command lines) are the same on
+  SETTLE_STABLE polls in a row; True if they held still, False if the cap ran out."""
+  deadline, last, same = time.monotonic() + cap, None, 0
+  while time.monotonic() < deadline:
+    rc, out = target.run_script("ps -eo args=", 10)
+    now = sorted(line for line in out.splitlines() if "ps -eo args=" not in line)
+    same = same + 1 if rc == 0 and now == last else 0
+    if same + 1 >= SETTLE_STABLE:
+      return True
+    last = now
+    time.sleep(SETTLE_POLL)
+  return False
 
 
 def xlsx_bytes(sheets: dict[str, list[list[Any]]], merged: dict[str, list[str]] | None = None) -> bytes:
@@ -151,6 +184,8 @@ def run_preparer(target: SetupTarget, spec: dict[str, Any], root: str | None = N
     rc, out = target.run_script(script, float(spec.get("timeout", 60)))
     if rc != 0:
       raise SetupError(f"setup script exited with {rc}: {out[-500:]}")
+    if spec.get("settle", 0):
+      settle_processes(target, float(spec["settle"]))
   elif t == "app":
     target.launch_app(spec["config"])
   else:

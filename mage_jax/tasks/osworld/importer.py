@@ -41,6 +41,9 @@ _KILL_CHROME = re.compile(r"(pkill|killall)\s+(-f\s+)?(google-chrome|chrome)")
 VIEWED_IN_BROWSER = (".pdf", ".txt", ".json")   # config `open` of these: a Chromium tab on the file
 _SUDO = re.compile(r"echo\s+'?password'?\s*\|\s*sudo\s+-S\s+|\bsudo\s+(-S\s+)?")
 _NETWORK = re.compile(r"https?://|\bapt(-get)?\s+(install|update)|\bpip3?\s+install|\bsnap\s+install|\bwget\b|\bcurl\b")
+# `cmd &` (not `&&`, `2>&1`, `&>`): a job the setup leaves running, which the step waits to settle
+_BACKGROUND = re.compile(r"(?<![&>|<])&(?![&>])")
+BACKGROUND_SETTLE = 5.0   # s, at most
 # domains whose app Debian does not package: refused with the reason (Makefile system-apps installs the rest)
 NOT_IN_DEBIAN = {"vs_code": "VS Code is not packaged by Debian (no app to run it here)"}
 VSCODE_APPS = ("vscode", "vs_code", "code")
@@ -134,7 +137,10 @@ def _setup_step(step: dict, i: int, res: Result, cache: cache_lib.Cache) -> dict
     bare = _SUDO.sub("", cmd)
     if bare != cmd:
       res.notes.append(f"{where}: dropped sudo (the sandbox user owns its home)")
-    return {"type": "script", "script": f"/bin/sh -c {shlex.quote(bare)}" if shell else bare, "timeout": 60}
+    step = {"type": "script", "script": f"/bin/sh -c {shlex.quote(bare)}" if shell else bare, "timeout": 60}
+    if _BACKGROUND.search(bare):   # a job left running: let it reach its program first (preparers.py)
+      step["settle"] = BACKGROUND_SETTLE
+    return step
   elif t == "sleep":
     return {"type": "script", "script": f"sleep {min(float(p.get('seconds', 1)), 10.0):g}"}
   elif t == "download":

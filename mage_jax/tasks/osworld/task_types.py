@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from mage_jax.tasks.osworld import (archive_metrics, browser_getters, chrome_profile, document_metrics, file_metrics, image_metrics, impress_metrics,
                                     pyautogui_steps, relative_time, rule_metrics, table_metrics, vlc_metrics, writer_metrics)
-from mage_jax.machine.sandbox import Unreadable, sandbox_env
+from mage_jax.machine.sandbox import Unreadable, kill_tree, sandbox_env
 from mage_jax.tasks import checkers, preparers
 from mage_jax.machine import apps
 from mage_jax.tasks.web import browser
@@ -40,6 +40,9 @@ HOTKEY_SETTLE = 2.0   # s after a postconfig hotkey (a save) before the file is 
 
 
 # ---- result getters ------------------------------------------------------------------------------
+COMMAND_TIMEOUT = 30.0   # s for a getter's or postconfig's command in the sandbox
+
+
 def _run(ctx, command: Any, shell: bool) -> str:
   argv = ["/bin/sh", "-c", command] if shell or isinstance(command, str) else [str(c) for c in command]
   if not shell and isinstance(command, list) and "|" in command:   # OSWorld joins such lists into a shell line
@@ -50,10 +53,13 @@ def _run(ctx, command: Any, shell: bool) -> str:
   except RuntimeError as e:  # the workload destroyed its sandbox: unreadable state scores 0
     raise Unreadable(f"cannot run {argv!r}: {e}") from e
   try:
-    out, _ = p.communicate(timeout=30)
+    out, _ = p.communicate(timeout=COMMAND_TIMEOUT)
   except subprocess.TimeoutExpired:
-    p.kill()
-    out, _ = p.communicate()
+    # Its partial output is not the command's answer: an exclude rule once passed on the empty
+    # output of a `ps` that had not finished. Unreadable state scores 0 (OSWorld's getter gives None).
+    kill_tree(p.pid)
+    p.communicate()
+    raise Unreadable(f"{argv!r} did not finish within {COMMAND_TIMEOUT:g} s") from None
   return out.decode(errors="replace")
 
 
