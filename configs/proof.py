@@ -298,10 +298,12 @@ def rl(smoke: bool) -> ml_collections.ConfigDict:
       task_sampling="frontier", sampler_floor=0.05, sampler_prior_attempts=1,
       max_episode_steps=4,         # every template takes 2-3 steps
       inference_gpus=0, env_slots=2 if smoke else 6, rollout_workers=1 if smoke else 2,
-      # suite: the data stage's RL split. Terminal tasks only: the setting above was measured on
-      # them (sessions 25-27); RL on the GUI and hybrid ones is unmeasured at it, and their rows
-      # (1,024 patch slots a screenshot call) cost several times a terminal call's
-      suite="", tasks="", kinds="terminal,gui,hybrid" if smoke else "terminal",
+      # suite: the data stage's RL split, every kind. From session 29's seed-0 SFT (91/240 held-out
+      # T=1), RL on the terminal tasks alone reached 98/240 (+22/-15, p = 0.32): count_lines rose
+      # 33 -> 47 while click_colour, which it never played, fell 11 -> 7; on every kind, 106/240
+      # (+28/-13, p = 0.028; click_colour 11 -> 15). Screenshot rows (1,024 patch slots) made the
+      # 16 updates 2,226 s against 1,304 s (docs/results.md, session 30).
+      suite="", tasks="", kinds="terminal,gui,hybrid",
       server_url="", model_name="mage",
       # a teacher turn (think, Action line, tool call) is 60-80 tokens
       max_tokens=24 if smoke else 96, temperature=1.0, top_p=1.0,
