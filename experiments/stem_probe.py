@@ -1,0 +1,73 @@
+"""Why file_and_click's file name is not copied (issue 36, docs/results.md "Issue 36, session 30").
+
+Teacher-forced NLL of the held-out file names and words in a finished proof run's held-out teacher
+episodes (data/teacher_heldout), under one stage's params, for:
+  file_and_click           as the data stage wrote them (instruction, then the screenshot)
+  file_and_click_noshot    the first screenshot removed (the name then sits where make_file's does)
+  file_and_click_worded    the first think in make_file's words ("The file X must hold the word Y ...")
+  make_file                the terminal template that does copy its names
+
+  PYTHONPATH=. python experiments/stem_probe.py /abs/workdirs/proof_s0 sft
+"""
+import json
+import os
+import re
+import sys
+
+import ml_collections
+
+from configs import proof
+from mage_jax.data import render, trajectory
+from mage_jax.runs import curriculum as cur
+from mage_jax.tasks import proof_family as fam
+from mage_jax.train import copy_probe
+from mage_jax.train import run_setup as setup
+
+W, STAGE = sys.argv[1], sys.argv[2]
+TEACHER = f"{W}/data/teacher_heldout"
+OUT = os.path.join(W, "stem_probe")
+
+
+def variants() -> dict[str, list[dict]]:
+  hybrid = [json.loads(line) for line in open(f"{TEACHER}/hybrid.jsonl")]
+  noshot, worded = json.loads(json.dumps(hybrid)), json.loads(json.dumps(hybrid))
+  for e in noshot:
+    e["steps"][0]["observation"] = {"screenshot": None, "text": None}
+  for e in worded:
+    name, word = re.search(r"named (\S+) holding the word (\S+)", e["instruction"]).groups()
+    e["steps"][0]["think"] = f"The file {name} must hold the word {word} , so I echo it into the file."
+  make_file = [json.loads(line) for line in open(f"{TEACHER}/terminal.jsonl") if "proof_make_file_" in line]
+  return {"file_and_click": hybrid, "file_and_click_noshot": noshot, "file_and_click_worded": worded,
+          "make_file": make_file}
+
+
+def main() -> None:
+  os.makedirs(OUT, exist_ok=True)
+  if not os.path.lexists(f"{OUT}/shots"):   # the episodes' screenshot paths are relative
+    os.symlink(f"{TEACHER}/shots", f"{OUT}/shots")
+  config = proof.get_config(None)
+  stage = config.stages.eval_sft
+  stage.overrides = (f"proof.heldout_suite={W}/data/heldout_suite;proof.modes=t1;"
+                     f"model.compact_vocab={W}/base/vocab.json")
+  cfg = cur.stage_config(config, stage, f"{W}/{STAGE}", f"{W}/synth")
+  c = ml_collections.ConfigDict(cfg.to_dict())
+  c.init.from_dir = f"{W}/{STAGE}"
+  t = setup.build_trainer(c, os.path.join(OUT, "trainer"), setup.make_mesh(c), 1, c.data)
+  params = setup.initial_state(t).params
+  pools = fam.value_pools(cfg.get("family"))
+  render_cfg = render.RenderConfig.from_config(cfg.data.render)
+  for name, rows in variants().items():
+    path = f"{OUT}/{name}.jsonl"
+    with open(path, "w") as f:
+      f.writelines(json.dumps(r) + "\n" for r in rows)
+    for kind in ("file_names", "words"):
+      segments, _ = copy_probe.probe_segments(trajectory.read_episodes(path), pools[kind]["heldout"], render_cfg,
+                                              cfg.data.seq_len, cfg.data.patch_budget)
+      fig = copy_probe.measure(t, params, segments, cfg.step.loss_chunk_size)
+      print(f"{STAGE} {name:24s} {kind:10s} NLL {fig['nll']:.3f} nats, accuracy {fig['accuracy']:.3f} "
+            f"({fig['value_tokens']} tokens, first trained token at {int(segments[0].loss_mask.argmax())})",
+            flush=True)
+
+
+if __name__ == "__main__":
+  main()
