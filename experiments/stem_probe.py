@@ -6,15 +6,20 @@ episodes (data/teacher_heldout), under one stage's params, for:
   file_and_click_noshot    the first screenshot removed (the name then sits where make_file's does)
   file_and_click_worded    the first think in make_file's words ("The file X must hold the word Y ...")
   make_file                the terminal template that does copy its names
+  make_file_shot           make_file with the hybrid episode's first screenshot (and tool set) in its first turn
+Each line splits the value tokens into the first one of each sample (the one no earlier copy in the
+response can help) and the rest: after a screenshot the file name's first token is the one not copied.
 
   PYTHONPATH=. python experiments/stem_probe.py /abs/workdirs/proof_s0 sft
 """
+import dataclasses
 import json
 import os
 import re
 import sys
 
 import ml_collections
+import numpy as np
 
 from configs import proof
 from mage_jax.data import render, trajectory
@@ -37,8 +42,23 @@ def variants() -> dict[str, list[dict]]:
     name, word = re.search(r"named (\S+) holding the word (\S+)", e["instruction"]).groups()
     e["steps"][0]["think"] = f"The file {name} must hold the word {word} , so I echo it into the file."
   make_file = [json.loads(line) for line in open(f"{TEACHER}/terminal.jsonl") if "proof_make_file_" in line]
+  shot = json.loads(json.dumps(make_file))
+  for e, h in zip(shot, hybrid):
+    e["steps"][0]["observation"], e["tools"] = h["steps"][0]["observation"], h["tools"]
   return {"file_and_click": hybrid, "file_and_click_noshot": noshot, "file_and_click_worded": worded,
-          "make_file": make_file}
+          "make_file": make_file, "make_file_shot": shot[:len(hybrid)]}
+
+
+def first_only(segments: list, first: bool) -> list:
+  """Each segment's first value token alone (first=True) or its other value tokens."""
+  out = []
+  for s in segments:
+    idx = np.flatnonzero(s.loss_mask)
+    mask = np.zeros_like(s.loss_mask)
+    mask[idx[:1] if first else idx[1:]] = True
+    if mask.any():
+      out.append(dataclasses.replace(s, loss_mask=mask))
+  return out
 
 
 def main() -> None:
@@ -64,9 +84,12 @@ def main() -> None:
       segments, _ = copy_probe.probe_segments(trajectory.read_episodes(path), pools[kind]["heldout"], render_cfg,
                                               cfg.data.seq_len, cfg.data.patch_budget)
       fig = copy_probe.measure(t, params, segments, cfg.step.loss_chunk_size)
+      head = copy_probe.measure(t, params, first_only(segments, True), cfg.step.loss_chunk_size)
+      rest = copy_probe.measure(t, params, first_only(segments, False), cfg.step.loss_chunk_size)
       print(f"{STAGE} {name:24s} {kind:10s} NLL {fig['nll']:.3f} nats, accuracy {fig['accuracy']:.3f} "
-            f"({fig['value_tokens']} tokens, first trained token at {int(segments[0].loss_mask.argmax())})",
-            flush=True)
+            f"({fig['value_tokens']} tokens, first trained token at {int(segments[0].loss_mask.argmax())}); "
+            f"each sample's first value token {head['nll']:.3f} ({head['value_tokens']}), the rest "
+            f"{rest['nll']:.3f}", flush=True)
 
 
 if __name__ == "__main__":
