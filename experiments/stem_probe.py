@@ -1,4 +1,4 @@
-"""Why file_and_click's file name is not copied (issue 36, docs/results.md "Issue 36, session 30").
+"""Why file_and_click's file name is not copied (issue 36, docs/results.md "Issue 36, sessions 30-31").
 
 Teacher-forced NLL of the held-out file names and words in a finished proof run's held-out teacher
 episodes (data/teacher_heldout), under one stage's params, for:
@@ -10,7 +10,7 @@ episodes (data/teacher_heldout), under one stage's params, for:
 Each line splits the value tokens into the first one of each sample (the one no earlier copy in the
 response can help) and the rest: after a screenshot the file name's first token is the one not copied.
 
-  PYTHONPATH=. python experiments/stem_probe.py /abs/workdirs/proof_s0 sft
+  PYTHONPATH=. python experiments/stem_probe.py /abs/workdirs/proof_s0 sft   # or base/hf, vision, rl
 """
 import dataclasses
 import json
