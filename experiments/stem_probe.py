@@ -1,4 +1,4 @@
-"""Why file_and_click's file name is not copied (issue 36, docs/results.md "Issue 36, sessions 30-31").
+"""Why file_and_click's file name is not copied (issue 36, docs/results.md "Issue 36, sessions 30-32").
 
 Teacher-forced NLL of the held-out file names and words in a finished proof run's held-out teacher
 episodes (data/teacher_heldout), under one stage's params, for:
@@ -7,10 +7,12 @@ episodes (data/teacher_heldout), under one stage's params, for:
   file_and_click_worded    the first think in make_file's words ("The file X must hold the word Y ...")
   make_file                the terminal template that does copy its names
   make_file_shot           make_file with the hybrid episode's first screenshot (and tool set) in its first turn
+  make_file_text           make_file_shot with text of the screenshot's length in the screenshot's place
 Each line splits the value tokens into the first one of each sample (the one no earlier copy in the
 response can help) and the rest: after a screenshot the file name's first token is the one not copied.
 
   PYTHONPATH=. python experiments/stem_probe.py /abs/workdirs/proof_s0 sft   # or base/hf, vision, rl
+  PYTHONPATH=. python experiments/stem_probe.py /abs/workdirs/proof_s0 sft make_file_shot,make_file_text
 """
 import dataclasses
 import json
@@ -29,8 +31,10 @@ from mage_jax.train import copy_probe
 from mage_jax.train import run_setup as setup
 
 W, STAGE = sys.argv[1], sys.argv[2]
+ONLY = sys.argv[3].split(",") if len(sys.argv) > 3 else None   # variants to run (default: all)
 TEACHER = f"{W}/data/teacher_heldout"
 OUT = os.path.join(W, "stem_probe")
+TEXT_BLOCK = " ".join(["A window with a red button and a blue button is on the screen ."] * 17)
 
 
 def variants() -> dict[str, list[dict]]:
@@ -45,8 +49,13 @@ def variants() -> dict[str, list[dict]]:
   shot = json.loads(json.dumps(make_file))
   for e, h in zip(shot, hybrid):
     e["steps"][0]["observation"], e["tools"] = h["steps"][0]["observation"], h["tools"]
+  # the screenshot's place held by text of about its length (242 image tokens): is it the distance or
+  # the image block that the first token is not copied across?
+  text = json.loads(json.dumps(shot))
+  for e in text:
+    e["steps"][0]["observation"] = {"screenshot": None, "text": TEXT_BLOCK}
   return {"file_and_click": hybrid, "file_and_click_noshot": noshot, "file_and_click_worded": worded,
-          "make_file": make_file, "make_file_shot": shot[:len(hybrid)]}
+          "make_file": make_file, "make_file_shot": shot[:len(hybrid)], "make_file_text": text[:len(hybrid)]}
 
 
 def first_only(segments: list, first: bool) -> list:
@@ -77,6 +86,8 @@ def main() -> None:
   pools = fam.value_pools(cfg.get("family"))
   render_cfg = render.RenderConfig.from_config(cfg.data.render)
   for name, rows in variants().items():
+    if ONLY and name not in ONLY:
+      continue
     path = f"{OUT}/{name}.jsonl"
     with open(path, "w") as f:
       f.writelines(json.dumps(r) + "\n" for r in rows)
