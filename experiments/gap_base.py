@@ -7,7 +7,7 @@ base fails it too (6.1 / 6.6, 2.8 without): the base corpus's `instruct` documen
 response right after the instruction. This builds the base (configs/pretrain.py) with the corpus
 patched so that a share of `instruct` documents (the probe's too) hold, after the instruction, a block
 as the agent's first user turn does: a run of image-pad tokens between vision start/end, or sentences
-of filler text, sized to a third of the row. The build is cached in its own folder (the patch is not in
+of filler text, of up to 250 tokens (fewer in the curriculum's short rows). The build is cached in its own folder (the patch is not in
 the cache key), then run stem_probe's block variants on it:
 
   PYTHONPATH=. python experiments/gap_base.py /abs/runs/gap          # writes /abs/runs/gap/base/
@@ -30,7 +30,10 @@ _WORDS = ("a", "the", "window", "button", "screen", "shows", "with", "and", "on"
 
 
 def _block() -> str:
-  size = max(8, min(250, _ROW["length"] // 3)) * _RNG.uniform(0.5, 1.0)
+  # an instruct document is at most ~130 tokens: rows of 128 get none, 256 up to 48, 1,024 up to 250
+  size = min(250, (_ROW["length"] - 160) // 2) * _RNG.uniform(0.5, 1.0)
+  if size < 8:
+    return ""
   if _RNG.random() < 0.5:
     return "<|vision_start|>" + "<|image_pad|>" * int(size) + "<|vision_end|>"
   words = []
@@ -43,12 +46,16 @@ _chat, _row = copy_corpus._chat, copy_corpus.CopyCorpus._row
 
 
 def chat_with_block(instruction, values, **kw):
-  if _RNG.random() < BLOCK_SHARE:
-    instruction = instruction + "\n\n" + _block()
+  block = _block() if _RNG.random() < BLOCK_SHARE else ""
+  if block:
+    instruction = instruction + "\n\n" + block
   return _chat(instruction, values, **kw)
 
 
 def row_at_length(self, rng, length, last, preamble_last=False):
+  if length < _ROW["length"] and not preamble_last:   # a document drawn for longer rows: draw again
+    _ROW["length"] = length
+    last = self.document(rng)
   _ROW["length"] = length
   return _row(self, rng, length, last, preamble_last)
 
