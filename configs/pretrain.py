@@ -33,6 +33,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
       kinds=["repeat", "recall", "instruct"],
       preamble_share=0.25,          # filler documents that are an agent system turn
       novel_share=0.5,              # instructions whose values are random piece strings, not pool values
+      # instructions followed by a screenshot's image-pad run or screen text before the response, as
+      # an agent's first user turn is (data/copy_corpus.py); none in rows too short for one
+      block_share=0.5,
+      block_max=250,                # tokens; at most half of what a row has beyond one document
       vocab_samples=400 if tiny else 4_000))
   c.curriculum = ml_collections.ConfigDict(dict(
       lengths=[128, 256] if tiny else [128, 256, 512, 1024],

@@ -8,7 +8,9 @@ response right after the instruction. This builds the base (configs/pretrain.py)
 patched so that a share of `instruct` documents (the probe's too) hold, after the instruction, a block
 as the agent's first user turn does: a run of image-pad tokens between vision start/end, or sentences
 of filler text, of up to 250 tokens (fewer in the curriculum's short rows). The build is cached in its own folder (the patch is not in
-the cache key), then run stem_probe's block variants on it:
+the cache key), then run stem_probe's block variants on it. Since session 33 the corpus does this
+itself (configs/pretrain.py `corpus.block_share`, data/copy_corpus.py); this script turns that off
+and patches its own blocks in, as session 32 ran it:
 
   PYTHONPATH=. python experiments/gap_base.py /abs/runs/gap          # writes /abs/runs/gap/base/
   mkdir -p /abs/runs/gap && ln -s /abs/workdirs/proof_s0/data /abs/runs/gap/data   # a proof run's data stage, first
@@ -65,6 +67,7 @@ def main() -> None:
   copy_corpus._chat = chat_with_block
   copy_corpus.CopyCorpus._row = row_at_length
   cfg = pretrain_config.get_config(None)
+  cfg.corpus.block_share = 0.0      # the patch's blocks only, as in session 32
   cfg.cache_dir = os.path.join(out, "cache")
   info = proof_base.run(cfg, os.path.join(out, "build"))
   base = os.path.join(out, "base")

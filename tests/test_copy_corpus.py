@@ -81,6 +81,86 @@ def test_novel_instruction_values_are_piece_strings_never_pool_values(corpus):
     cc.CopyCorpus(corpus.tok, corpus.pools, novel_share=1.5)
 
 
+def _block_of(corpus, doc):
+  """The block pieces of an instruct document: those between the instruction and <|im_end|>."""
+  start = next(i for i, (t, _) in enumerate(doc) if t == "\n\n") if any(t == "\n\n" for t, _ in doc) else None
+  if start is None:
+    return []
+  end = next(i for i in range(start, len(doc)) if doc[i][0].startswith("<|im_end|>"))
+  return doc[start:end]
+
+
+def test_blocks_sit_between_instruction_and_response_sized_to_the_row(corpus):
+  blocks = cc.CopyCorpus(corpus.tok, corpus.pools, block_share=0.5, block_max=120)
+  assert blocks.room(128) == 0 and blocks.room(256) == 48 and blocks.room(1024) == 120
+  assert cc.CopyCorpus(corpus.tok, corpus.pools).room(1024) == 0          # off by default
+  rng = random.Random(5)
+  kinds, pools = [], set(TRAIN_W + HELD_W + TRAIN_F + HELD_F)
+  for _ in range(400):
+    doc = blocks.instruct(rng, room=100)
+    block = _block_of(blocks, doc)
+    ids, marks = blocks.encode(doc)
+    if block:   # the values and their marks are those of the document without its block
+      i = doc.index(block[0])
+      plain = doc[:i] + doc[i + len(block):]
+      assert [m for m in marks if m] == [m for m in blocks.encode(plain)[1] if m]
+    assert ids == blocks.tok.encode("".join(t for t, _ in doc))    # piece-wise == whole-text tokens
+    if not block:
+      kinds.append("none")
+      continue
+    assert all(k == cc.TEXT for _, k in block)          # nothing in a block is a value, or a target to copy
+    body = blocks.tok.encode("".join(t for t, _ in block[1:]))
+    text = blocks.tok.decode(body)
+    assert not set(text.split()) & pools, text
+    if text.startswith("<|vision_start|>"):
+      kinds.append("image")
+      assert body[0] == 151652 and body[-1] == 151653 and set(body[1:-1]) == {151655}
+      assert 50 <= len(body) - 2 <= 100
+    else:
+      kinds.append("text")
+      assert set(text.replace(" .", "").split()) <= set(cc.BLOCK_WORDS)
+      assert 50 <= len(body) <= 100 + 11
+    # the response still repeats the instruction's values, after the block
+    user = "".join(t for t, _ in doc[:doc.index(block[0])])
+    values = [t for t, k in doc if k == cc.VALUE]
+    assert values[0] in user and values[-1] in "".join(t for t, _ in doc[doc.index(block[-1]) + 1:])
+  assert 120 < kinds.count("none") < 280 and kinds.count("image") > 40 and kinds.count("text") > 40
+  assert all(not _block_of(blocks, blocks.instruct(rng, room=0)) for _ in range(50))
+
+
+def test_block_rows_probe_and_vocabulary(corpus):
+  pre = ["<|im_start|>system\nYou are an agent.<|im_end|>\n"]
+  blocks = cc.CopyCorpus(corpus.tok, corpus.pools, preambles=pre, preamble_share=0.3, block_share=0.5,
+                         block_max=100)
+  vocab = blocks.vocabulary(samples=300)
+  assert {151652, 151653, 151655} <= vocab
+  assert all(set(blocks.tok.encode(" " + w)) <= vocab for w in cc.BLOCK_WORDS)
+  rng = random.Random(6)
+  b = blocks.rows(rng, 8, 512)
+  assert b["tokens"].shape == (8, 512) and set(np.unique(b["targets"])) <= vocab
+  assert (b["tokens"] == 151655).any()                 # some rows hold an image-pad block
+  assert not (blocks.rows(rng, 8, 128)["tokens"] == 151655).any()   # none fits a short row
+  p = blocks.probe_rows(random.Random(7), 16, 512)
+  padded = 0
+  for r in range(16):
+    words = set(blocks.tok.decode(p["targets"][r][p["value_mask"][r] > 0]).split())
+    assert words and words <= set(HELD_W + HELD_F)
+    first = int(np.argmax(p["value_mask"][r]))
+    last_user = blocks.tok.decode(p["tokens"][r][:first + 1]).rsplit("<|im_start|>user", 1)[1]
+    padded += "<|vision_start|>" in last_user or " ." in last_user
+  assert 2 <= padded <= 14                              # the probe's documents hold blocks too
+  with pytest.raises(ValueError, match="block_share"):
+    cc.CopyCorpus(corpus.tok, corpus.pools, block_share=-0.1)
+  with pytest.raises(ValueError, match="block_max"):
+    cc.CopyCorpus(corpus.tok, corpus.pools, block_share=0.5, block_max=4)
+
+
+def test_no_blocks_leaves_the_document_stream_as_it_was(corpus):
+  off = cc.CopyCorpus(corpus.tok, corpus.pools, block_max=100)
+  a, b = random.Random(8), random.Random(8)
+  assert [off.document(a, room=off.room(1024)) for _ in range(50)] == [corpus.document(b) for _ in range(50)]
+
+
 def test_vocabulary_covers_rows(corpus):
   vocab = corpus.vocabulary(samples=300)
   rng = random.Random(2)

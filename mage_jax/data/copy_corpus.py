@@ -17,6 +17,15 @@ instructions learnt their distribution (which second piece follows "gold") and g
 values from it (probe stuck at ~2.8 nats); values no distribution predicts leave copying as the
 only way to lower the loss.
 
+Blocks (`block_share` of the `instruct` documents, in rows long enough): between the instruction and
+the response, what an agent's first user turn holds there: a screenshot's run of image-pad tokens
+between vision start and end, or sentences of screen words (an observation's text), of up to
+`block_max` tokens and at most half of what the row has beyond one document. A base whose
+instructions were always followed by the response at once did not copy a value across a block (a
+held-out file name's first token: 2.8 nats right after the instruction, 6.1 after a screenshot, 6.6
+after text of its length; docs/results.md "Issue 36, session 32"), and the agent SFT built on it
+never learnt to.
+
 A row is one causal segment of exactly `length` tokens: filler documents (drawn the same way,
 trained as ordinary LM text), then the last document, so the copy in the last document must look
 past everything before it. The length curriculum (train/pretrain.py) grows `length`.
@@ -59,6 +68,12 @@ _FILE_INSTRUCTIONS = (
 _FILE_COMMANDS = ("echo {w} > {f}", "printf '%s\\n' {w} > {f}", "echo {w} | tee {f}")
 _CLICK_INSTRUCTIONS = ("Click the {c} button", "Press the {c} button on the screen",
                        "Find the {c} button and click it")
+# a text block's words: what a screen's text says; never a word or file-name value (colours: a screen
+# shows other colours than the one an instruction names)
+BLOCK_WORDS = ("a", "the", "window", "button", "screen", "shows", "with", "and", "on", "of", "file", "menu",
+               "list", "text", "bar", "open", "left", "right", "top", "icon") + COLOURS
+_DOC_TOKENS = 160   # an instruct document is at most ~130 tokens: a block leaves it this much of the row
+_MIN_BLOCK = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,13 +100,20 @@ class Pools:
 class CopyCorpus:
 
   def __init__(self, tokenizer, pools: Pools, *, kinds: Sequence[str] = KINDS,
-               preambles: Sequence[str] = (), preamble_share: float = 0.0, novel_share: float = 0.0):
+               preambles: Sequence[str] = (), preamble_share: float = 0.0, novel_share: float = 0.0,
+               block_share: float = 0.0, block_max: int = 250):
     unknown = set(kinds) - set(KINDS)
     if unknown:
       raise ValueError(f"corpus kinds {sorted(unknown)} are not among {KINDS}")
     if not 0.0 <= novel_share <= 1.0:
       raise ValueError(f"corpus novel_share={novel_share} must be in [0, 1]")
+    if not 0.0 <= block_share <= 1.0:
+      raise ValueError(f"corpus block_share={block_share} must be in [0, 1]")
+    if block_share and int(block_max) < _MIN_BLOCK:
+      raise ValueError(f"corpus block_max={block_max} must be >= {_MIN_BLOCK} tokens when block_share > 0")
     self.novel_share = novel_share
+    self.block_share = float(block_share)
+    self.block_max = int(block_max)
     self._pieces: dict[str, tuple[list[str], set[str]]] = {}
     if not 0.0 <= preamble_share < 1.0 or (preamble_share and not preambles):
       raise ValueError(f"corpus preamble_share={preamble_share} must be in [0, 1) and needs preambles")
@@ -153,9 +175,34 @@ class CopyCorpus:
     j = rng.randrange(n)
     return pieces + [(f"What is key {keys[j]}? It is", TEXT), (" " + values[j], VALUE), ("\n", TEXT)]
 
-  def instruct(self, rng: random.Random, split: str = "train", *, file_task: bool | None = None
-               ) -> list[tuple[str, str]]:
-    """An instruction and an agent response that repeats its values (train values unless told)."""
+  def room(self, length: int) -> int:
+    """The most tokens a block may take in a row of `length` tokens (0: none fits)."""
+    room = min(self.block_max, (length - _DOC_TOKENS) // 2)
+    return room if self.block_share and room >= _MIN_BLOCK else 0
+
+  def block(self, rng: random.Random, room: int) -> list[tuple[str, str]]:
+    """What sits between an agent's instruction and its response: "\n\n", then an image-pad run
+    (a screenshot) or sentences of screen words (an observation's text), of room/2 to room tokens."""
+    size = int(room * rng.uniform(0.5, 1.0))
+    if size < _MIN_BLOCK:
+      return []
+    if rng.random() < 0.5:
+      return [("\n\n", TEXT), ("<|vision_start|>" + "<|image_pad|>" * size + "<|vision_end|>", TEXT)]
+    pieces, n = [("\n\n", TEXT)], 0
+    while n < size:
+      for i in range(rng.randint(4, 10)):
+        word = rng.choice(BLOCK_WORDS)
+        pieces.append((word if len(pieces) == 1 else " " + word, TEXT))
+        n += len(self._encode(pieces[-1][0]))
+      pieces.append((" .", TEXT))
+      n += 1
+    return pieces
+
+  def instruct(self, rng: random.Random, split: str = "train", *, file_task: bool | None = None,
+               room: int = 0) -> list[tuple[str, str]]:
+    """An instruction and an agent response that repeats its values (train values unless told);
+    with `room` (see room()), a block between them in `block_share` of the documents."""
+    block = self.block(rng, room) if room and rng.random() < self.block_share else []
     if file_task if file_task is not None else rng.random() < 0.75:
       if split == "train" and self.novel_share and rng.random() < self.novel_share:
         w, f = self._novel(rng, "words"), self._novel(rng, "file_names")
@@ -165,15 +212,16 @@ class CopyCorpus:
       cmd = rng.choice(_FILE_COMMANDS)
       return _chat(instruction, {"w": w, "f": f},
                    think="The file {f} must hold the word {w} , so I write it.",
-                   action="Write {w} to {f}", call=("bash", {"command": cmd}))
+                   action="Write {w} to {f}", call=("bash", {"command": cmd}), block=block)
     c = rng.choice(COLOURS)
     x, y = rng.randrange(1000), rng.randrange(1000)
     return _chat(rng.choice(_CLICK_INSTRUCTIONS), {"c": c},
                  think="The {c} button is where I click.", action="Click the {c} button",
-                 call=("computer_use", {"action": "left_click", "coordinate": [x, y]}))
+                 call=("computer_use", {"action": "left_click", "coordinate": [x, y]}), block=block)
 
-  def document(self, rng: random.Random) -> list[tuple[str, str]]:
-    return getattr(self, rng.choice(self.kinds))(rng)
+  def document(self, rng: random.Random, room: int = 0) -> list[tuple[str, str]]:
+    kind = rng.choice(self.kinds)
+    return self.instruct(rng, room=room) if kind == "instruct" else getattr(self, kind)(rng)
 
   # --- encoding ---
   def _encode(self, text: str) -> list[int]:
@@ -210,17 +258,18 @@ class CopyCorpus:
       tail_marks = [0] * (len(tail) - len(tail_marks)) + tail_marks
       tail, tail_marks = tail[-(length + 1):], tail_marks[-(length + 1):]
     ids: list[int] = []
+    room = self.room(length)
     while len(ids) + len(tail) < length + 1:
       if self.preambles and rng.random() < self.preamble_share:
         ids += self._encode(rng.choice(self.preambles))
       else:
-        ids += self.encode(self.document(rng))[0]
+        ids += self.encode(self.document(rng, room))[0]
     ids = ids[len(ids) + len(tail) - (length + 1):] if ids else ids   # keep the filler's end
     return ids + tail, [0] * len(ids) + tail_marks
 
   def rows(self, rng: random.Random, batch: int, length: int) -> dict[str, np.ndarray]:
     """A training batch of `batch` rows of `length` tokens: next-token targets on every position."""
-    out = [self._row(rng, length, self.document(rng)) for _ in range(batch)]
+    out = [self._row(rng, length, self.document(rng, self.room(length))) for _ in range(batch)]
     b = _batch([ids for ids, _ in out], [marks for _, marks in out], length)
     del b["marks"]
     return b
@@ -240,7 +289,7 @@ class CopyCorpus:
       # the pool values themselves, never novel ones: what an agent task holds
       novel, self.novel_share = self.novel_share, 0.0
       try:
-        docs = [self.instruct(probe_rng, split, file_task=True) for _ in range(batch)]
+        docs = [self.instruct(probe_rng, split, file_task=True, room=self.room(length)) for _ in range(batch)]
       finally:
         self.novel_share = novel
     else:
@@ -264,12 +313,14 @@ class CopyCorpus:
     # a text's first word tokenizes differently after a space ("Action: Finish"), and its last
     # with the newline a rendered turn puts after it (" ." + "\n" is one token): every form
     texts += [chr(c) for c in range(32, 127)] + list(self.preambles)
+    texts += [form.format(w) for w in BLOCK_WORDS for form in ("{}", " {}")] if self.block_share else []
     texts += [form.format(t) for t in extra for form in ("{}", " {}", "{}\n", " {}\n", "\n{}")]
     for enc in self.tok.encode_batch(texts):
       ids.update(enc)
     rng = random.Random(seed)
+    room = self.room(_DOC_TOKENS + 2 * self.block_max)
     for _ in range(samples):
-      ids.update(self.encode(self.document(rng))[0])
+      ids.update(self.encode(self.document(rng, room))[0])
     for split in SPLITS:
       if self.pools.words.get(split) and self.pools.file_names.get(split):
         for _ in range(samples // 4):
@@ -281,15 +332,15 @@ _SLOT = "\ue000"   # a private-use character marks a value slot through json.dum
 
 
 def _chat(instruction: str, values: dict[str, str], *, think: str, action: str,
-          call: tuple[str, dict]) -> list[tuple[str, str]]:
-  """A user turn and an assistant turn as pieces, each value occurrence a VALUE piece."""
+          call: tuple[str, dict], block: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str]]:
+  """A user turn (the instruction, then `block`'s pieces) and an assistant turn as pieces, each
+  value occurrence a VALUE piece."""
   name, arguments = call
   slotted = {k: (_slots(v) if isinstance(v, str) else v) for k, v in arguments.items()}
   body = json.dumps({"name": name, "arguments": slotted}, ensure_ascii=False)
-  text = ("<|im_start|>user\n" + _slots(instruction) + "<|im_end|>\n<|im_start|>assistant\n<think>\n"
-          + _slots(think) + "\n</think>\n\nAction: " + _slots(action) + "\n<tool_call>\n" + body
-          + "\n</tool_call><|im_end|>\n")
-  return _fill(text, values)
+  reply = ("<|im_end|>\n<|im_start|>assistant\n<think>\n" + _slots(think) + "\n</think>\n\nAction: "
+           + _slots(action) + "\n<tool_call>\n" + body + "\n</tool_call><|im_end|>\n")
+  return _fill("<|im_start|>user\n" + _slots(instruction), values) + list(block) + _fill(reply, values)
 
 
 def _slots(template: str) -> str:

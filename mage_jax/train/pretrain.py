@@ -107,7 +107,9 @@ def build(config: ml_collections.ConfigDict, pools: copy_corpus.Pools, extra_tex
   tok = Tokenizer(config.get("tokenizer", "") or None)
   corpus = copy_corpus.CopyCorpus(tok, pools, kinds=tuple(config.corpus.kinds),
                                   preambles=preambles, preamble_share=config.corpus.preamble_share,
-                                  novel_share=config.corpus.get("novel_share", 0.0))
+                                  novel_share=config.corpus.get("novel_share", 0.0),
+                                  block_share=config.corpus.get("block_share", 0.0),
+                                  block_max=config.corpus.get("block_max", 250))
   ids = corpus.vocabulary(extra_texts, samples=config.corpus.vocab_samples)
   full_cfg = Qwen3Config(**config.model.to_dict())
   vocab = CompactVocab.from_token_ids(ids, full_cfg.vocab_size)
