@@ -97,10 +97,16 @@ def main() -> None:
       fig = copy_probe.measure(t, params, segments, cfg.step.loss_chunk_size)
       head = copy_probe.measure(t, params, first_only(segments, True), cfg.step.loss_chunk_size)
       rest = copy_probe.measure(t, params, first_only(segments, False), cfg.step.loss_chunk_size)
+      # by step: the first response copies from the instruction; later ones can copy the earlier
+      # responses, and a base has never seen a second assistant turn (session 33)
+      steps = sorted({s.meta["step"] for s in segments})
+      by_step = {k: copy_probe.measure(t, params, first_only([s for s in segments if s.meta["step"] == k], True),
+                                       cfg.step.loss_chunk_size) for k in steps}
       print(f"{STAGE} {name:24s} {kind:10s} NLL {fig['nll']:.3f} nats, accuracy {fig['accuracy']:.3f} "
             f"({fig['value_tokens']} tokens, first trained token at {int(segments[0].loss_mask.argmax())}); "
             f"each sample's first value token {head['nll']:.3f} ({head['value_tokens']}), the rest "
-            f"{rest['nll']:.3f}", flush=True)
+            f"{rest['nll']:.3f}; first value token by step "
+            + ", ".join(f"{k}: {v['nll']:.3f} ({v['value_tokens']})" for k, v in by_step.items()), flush=True)
 
 
 if __name__ == "__main__":
