@@ -38,11 +38,22 @@ def test_hand_built_layout_is_token_exact():
   np.testing.assert_array_equal(batch["advantages"], [[0, 0, 1.5, 1.5, 0, 2.0, 0, 0],
                                                       [0, -0.5, -0.5, -0.5, 0, 0, 0, 0]])
   assert not batch["logp_old"].any()
+  np.testing.assert_array_equal(batch["entropy_weight"], batch["loss_mask"])   # every call parsed
   assert batch["tokens"].dtype == np.int32 and batch["loss_mask"].dtype == np.float32
   assert batch["logp_rollout"].dtype == np.float32
   assert report["packed"] == 3 and report["policy_tokens"] == 6
   assert report["fill"] == pytest.approx(12 / 16)
   assert report["left_out"] == 0 and report["truncated_prompt"] == 0
+
+
+def test_an_unparsable_calls_tokens_carry_no_entropy_weight():
+  ok = _sample([10, 11], [12, 13], [-0.5, -0.25], 0.0, ep="ok")
+  broken = _sample([20], [21, 22, 23], [-1.0, -2.0, -3.0], 0.0, ep="broken")
+  broken.parsed = False
+  batch, report = pack_rl_batch([ok, broken], rows=1, seq_len=8)
+  assert report["row_samples"] == [[0, 1]]
+  np.testing.assert_array_equal(batch["loss_mask"][0], [0, 1, 1, 0, 1, 1, 1, 0])
+  np.testing.assert_array_equal(batch["entropy_weight"][0], [0, 1, 1, 0, 0, 0, 0, 0])
 
 
 def test_too_long_truncates_prompt_from_the_left_or_skips():

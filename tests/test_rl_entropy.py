@@ -91,6 +91,37 @@ def test_loss_term_and_its_gradient_match_the_formula():
     obj.grpo_sums(*map(jnp.asarray, (new, old, rollout, adv, mask)), obj.RLLossConfig(entropy_coeff=-0.1))
 
 
+def test_entropy_weight_scales_the_term_per_token_and_not_the_metric():
+  """e = 0 on a token (an unparsable call's): the term neither adds to the loss nor sends a gradient
+  there; the entropy metric still averages every policy token; the surrogate is untouched."""
+  rng = np.random.default_rng(5)
+  shape = (2, 6)
+  new = rng.normal(-1.0, 0.3, shape).astype(np.float32)
+  old, rollout = new + 0.1, new - 0.1
+  adv = rng.normal(size=shape).astype(np.float32)
+  mask = np.ones(shape, np.float32)
+  mask[1, 4:] = 0
+  ent = rng.uniform(0, 2, shape).astype(np.float32)
+  weight = np.ones(shape, np.float32)
+  weight[0, 2:5] = 0
+  weight[1, 5] = np.nan                           # off the policy tokens: never read
+  c = -0.4
+  args = tuple(map(jnp.asarray, (new, old, rollout, adv, mask)))
+  base = obj.rl_finalize(obj.grpo_sums(*args, obj.RLLossConfig()))
+  cfg = obj.RLLossConfig(entropy_coeff=c)
+
+  def loss(e):
+    return obj.rl_finalize(obj.grpo_sums(*args, cfg, e, jnp.asarray(weight)))["loss"]
+  got, grad = jax.value_and_grad(loss)(jnp.asarray(ent))
+  live_w = np.where(mask > 0, np.nan_to_num(weight), 0.0)
+  n = mask.sum()
+  np.testing.assert_allclose(float(got), float(base["loss"]) - c * (ent * live_w).sum() / n,
+                             rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(np.asarray(grad), -c * live_w / n, rtol=1e-5, atol=1e-7)
+  metrics = obj.rl_finalize(obj.grpo_sums(*args, cfg, jnp.asarray(ent), jnp.asarray(weight)))
+  np.testing.assert_allclose(float(metrics["entropy"]), (ent * mask).sum() / n, rtol=1e-5)
+
+
 def test_minimising_entropy_sharpens_a_toy_policy_and_keeps_its_mode():
   """Zero advantages, c < 0: gradient steps through the chunked head lower the entropy at every
   policy token and leave each token's most likely id where it was; c > 0 raises it."""

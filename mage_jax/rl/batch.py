@@ -7,7 +7,9 @@ that target is a completion token (what the policy generated), and
 `logp_rollout` / `advantages` sit on the same slots: slot prompt_len-1+k holds
 the engine's log-prob of completion token k and the sample's advantage.
 `logp_old` is zero here; the learner fills it (objective.token_logprobs)
-before the update. All RL fields are 0 where loss_mask is 0.
+before the update. `entropy_weight` is 1 on the completion slots of a call the harness parsed
+and 0 on an unparsable one's: the entropy term (rl.entropy_coeff) acts only where it is 1.
+All RL fields are 0 where loss_mask is 0.
 
 GUI / hybrid samples carry their screenshots (`images`, smart-resized, in the
 order of the prompt's image blocks; the prompt holds the engine's expanded
@@ -44,7 +46,7 @@ from mage_jax.models.config import IMAGE_PAD_ID, PAD_ID, VISION_START_ID
 
 TEXT_KEYS = ("tokens", "targets", "loss_mask", "segment_ids", "positions")
 IMAGE_KEYS = ("patches", "patch_image_ids", "patch_positions")
-RL_KEYS = ("logp_rollout", "advantages", "logp_old")
+RL_KEYS = ("logp_rollout", "advantages", "logp_old", "entropy_weight")
 
 
 @dataclasses.dataclass
@@ -60,7 +62,8 @@ class RLSample:
   # Screenshots of the prompt (uint8 [H, W, 3], smart-resized, in prompt order); None: text only.
   images: list[np.ndarray] | None = None
   # The harness parsed the call into an action (False: a parse error, a step with no action;
-  # the learner never reinforces it, rl/loop.py samples_with_advantages).
+  # the learner never reinforces it: rl/loop.py samples_with_advantages keeps its advantage <= 0
+  # and the batch's entropy_weight keeps the entropy term off its tokens).
   parsed: bool = True
   # Per completion token advantages (rl.credit "prefix_tree", rl/credit.py); None: every token
   # gets `advantage`. When set, `advantage` is the episode's, for reports only.
@@ -198,6 +201,7 @@ def _fill_rl_fields(r: int, members: Sequence[RLSample], segments: Sequence[Any]
     batch["logp_rollout"][r, first:first + n] = np.asarray(s.rollout_logprobs, np.float32)
     batch["advantages"][r, first:first + n] = (float(s.advantage) if s.token_advantages is None
                                                else np.asarray(s.token_advantages, np.float32))
+    batch["entropy_weight"][r, first:first + n] = float(s.parsed)
     start += seg.num_tokens
 
 

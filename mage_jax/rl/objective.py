@@ -5,10 +5,11 @@ Per policy token (loss_mask 1):
   rho = exp(logp_new - logp_old)
   w   = stop_gradient(min(exp(logp_old - logp_rollout), C))
   l   = w * max(-A * rho, -A * clip(rho, 1 - eps_low, 1 + eps_high))
-and the loss is the token mean of l - c * H over policy tokens, where H is the entropy of the
-policy's next-token distribution at the token's context and c is rl.entropy_coeff (verl's sign:
+and the loss is the token mean of l - c * e * H over policy tokens, where H is the entropy of the
+policy's next-token distribution at the token's context, c is rl.entropy_coeff (verl's sign:
 c > 0 keeps entropy up, c < 0 sharpens the policy toward its mode; 0, the default, leaves GRPO's
-loss as it is and H a metric). logp_old is the
+loss as it is and H a metric) and e the batch's entropy_weight (1 by default; the RL batch sets
+0 on the calls the harness could not parse, so the term never sharpens a broken call). logp_old is the
 learner's log-prob under the parameters before the update, logp_rollout the
 inference engine's log-prob of the sampled token; w corrects the engine/learner
 mismatch.
@@ -70,7 +71,7 @@ class RLLossConfig(NamedTuple):
 
 class RLSums(NamedTuple):
   """Additive RL statistics of one (micro-)batch (fp32 scalars)."""
-  loss: jax.Array         # sum over policy tokens of w * max(-A*rho, -A*clip(rho)) - c * H
+  loss: jax.Array         # sum over policy tokens of w * max(-A*rho, -A*clip(rho)) - c * e * H
   denominator: jax.Array  # policy tokens (the token-mean normaliser)
   tokens: jax.Array       # policy tokens
   clipped: jax.Array      # policy tokens whose gradient the clip zeroes
@@ -83,9 +84,11 @@ class RLSums(NamedTuple):
 
 def grpo_sums(logp_new: jax.Array, logp_old: jax.Array, logp_rollout: jax.Array,
               advantages: jax.Array, mask: jax.Array, cfg: RLLossConfig,
-              entropy: jax.Array | None = None) -> RLSums:
+              entropy: jax.Array | None = None, entropy_weight: jax.Array | None = None
+              ) -> RLSums:
   """RLSums of [B, T] fp32 inputs; mask = 1 on policy-generated tokens. entropy [B, T] (the
-  policy's next-token entropy, differentiable) is needed when cfg.entropy_coeff is not 0.
+  policy's next-token entropy, differentiable) is needed when cfg.entropy_coeff is not 0;
+  entropy_weight [B, T] (None: 1) scales the entropy term per token, not the entropy metric.
 
   Tokens with mask 0 contribute nothing to any sum or gradient, even when their
   log-probs are garbage (inf/NaN): they are replaced before any arithmetic, so
@@ -101,6 +104,7 @@ def grpo_sums(logp_new: jax.Array, logp_old: jax.Array, logp_rollout: jax.Array,
   if entropy is None and cfg.entropy_coeff:
     raise ValueError(f"entropy_coeff={cfg.entropy_coeff} needs the per-token entropy")
   ent = zero if entropy is None else jnp.where(live, entropy.astype(jnp.float32), zero)
+  ent_w = m if entropy_weight is None else jnp.where(live, entropy_weight.astype(jnp.float32), zero)
 
   log_ratio = new - jax.lax.stop_gradient(old)
   rho = jnp.exp(log_ratio)
@@ -113,7 +117,7 @@ def grpo_sums(logp_new: jax.Array, logp_old: jax.Array, logp_rollout: jax.Array,
   log_ratio_sg = jax.lax.stop_gradient(log_ratio)
   tokens = m.sum()
   return RLSums(
-      loss=(m * (w * surrogate - cfg.entropy_coeff * ent)).sum(),
+      loss=(m * (w * surrogate - cfg.entropy_coeff * ent_w * ent)).sum(),
       denominator=tokens,
       tokens=tokens,
       clipped=(m * (clipped > unclipped)).sum(),
@@ -195,7 +199,7 @@ class RLObjective:
     if not self.cfg.entropy_coeff:
       entropy = jax.lax.stop_gradient(entropy)
     return grpo_sums(logp_new, logp_old, batch["logp_rollout"], batch["advantages"],
-                     batch["loss_mask"], self.cfg, entropy)
+                     batch["loss_mask"], self.cfg, entropy, batch.get("entropy_weight"))
 
   def finalize(self, sums: RLSums) -> dict[str, jax.Array]:
     return rl_finalize(sums)
