@@ -45,6 +45,9 @@ ap.add_argument("--batch", type=int, default=16)
 ap.add_argument("--lr", type=float, default=1e-3)
 ap.add_argument("--seed", type=int, default=0)
 ap.add_argument("--max_buttons", type=int, default=1)
+ap.add_argument("--min_buttons", type=int, default=1,
+                help="fewest buttons on a screen; --min_buttons 3 --max_buttons 3 makes a click on a button "
+                     "chosen at random among the screen's buttons hit the target 1 time in 3 exactly")
 ap.add_argument("--background", choices=("plain", "ramp", "wallpaper", "desktop"), default="plain",
                 help="ramp: the place blended into every pixel, buttons included; wallpaper: into the "
                      "background only (a desktop's gradient: the place must be read off the button's "
@@ -144,9 +147,13 @@ def slot_layout(rng, n, held_out_target):
       return pairs
 
 
+def units(b):
+  return [b[0] * 1000 // W, b[1] * 1000 // H, b[2] * 1000 // W, b[3] * 1000 // H]
+
+
 def screen(rng, held_out_target=False):
-  """(image, colour index, box in 0..999 units [x0, y0, x1, y1])."""
-  n = int(rng.integers(1, args.max_buttons + 1))
+  """(image, colour index, box in 0..999 units [x0, y0, x1, y1], every button's box in those units)."""
+  n = int(rng.integers(args.min_buttons, args.max_buttons + 1))
   colours = rng.permutation(len(COLOURS))[:n]
   base = {"wallpaper": WALLPAPER, "desktop": DESKTOP}.get(args.background, BACKGROUND)
   img, boxes = base.copy(), []
@@ -166,8 +173,7 @@ def screen(rng, held_out_target=False):
     img[y0:y1, x0:x1] = COLOURS[c]
   img = painted(img)
   k = 0 if args.target == "slot" else int(rng.integers(0, n))
-  x0, y0, x1, y1 = boxes[k]
-  return img, int(colours[k]), [x0 * 1000 // W, y0 * 1000 // H, x1 * 1000 // W, y1 * 1000 // H]
+  return img, int(colours[k]), units(boxes[k]), [units(b) for b in boxes]
 
 
 def digits(v):
@@ -175,9 +181,10 @@ def digits(v):
 
 
 def batch(rng, n, held_out=False):
-  rows, pos, toks, boxes = [], [], [], []
+  rows, pos, toks, boxes, every_box = [], [], [], [], []
   for _ in range(n):
-    img, colour, box = screen(rng, held_out)
+    img, colour, box, all_boxes = screen(rng, held_out)
+    every_box.append(all_boxes + [[-1, -1, -1, -1]] * (args.max_buttons - len(all_boxes)))
     r, p = patchify(img)
     rows.append(r)
     pos.append(p)
@@ -194,7 +201,7 @@ def batch(rng, n, held_out=False):
                 + digits(cy) + [EOS])
     boxes.append(box)
   return (jnp.asarray(np.stack(toks), jnp.int32), jnp.asarray(np.stack(rows)),
-          jnp.asarray(np.stack(pos)), np.array(boxes))
+          jnp.asarray(np.stack(pos)), np.array(boxes), np.array(every_box))
 
 
 text = Qwen3Config(vocab_size=VOCAB, hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
@@ -241,14 +248,22 @@ def greedy(model, toks, rows, pos):
 
 
 def evaluate(model, ev):
-  toks, rows, pos, boxes = ev
+  toks, rows, pos, boxes, every_box = ev
   ans, forced = (np.asarray(a) for a in greedy(model, toks, rows, pos))
   x = (ans[:, 0:3] - DIGIT0) @ np.array([100, 10, 1])
   y = (ans[:, 4:7] - DIGIT0) @ np.array([100, 10, 1])
   ok = (ans[:, 0:3] >= DIGIT0).all(1) & (ans[:, 4:7] >= DIGIT0).all(1) & (ans[:, 3] == COMMA)
   hit = ok & (boxes[:, 0] <= x) & (x <= boxes[:, 2]) & (boxes[:, 1] <= y) & (y <= boxes[:, 3])
   gold = np.asarray(toks[:, ANSWER:])
-  return dict(hit=float(hit.mean()), parsed=float(ok.mean()),
+  # on_button: the answer is inside some button of the screen; chosen_share: hits among those. A model
+  # that finds buttons but not the named one scores chosen_share = the mean of 1 / buttons (1/3 with
+  # exactly 3; 0.61 with 1-3 uniform), whatever its on_button.
+  inside = ((every_box[..., 0] <= x[:, None]) & (x[:, None] <= every_box[..., 2])
+            & (every_box[..., 1] <= y[:, None]) & (y[:, None] <= every_box[..., 3])).any(1) & ok
+  return dict(hit=float(hit.mean()), on_button=float(inside.mean()),
+              chosen_share=float(hit.sum() / max(1, inside.sum())),
+              random_choice_share=float(np.mean(1.0 / (every_box[..., 0] >= 0).sum(1))),
+              parsed=float(ok.mean()),
               x_hundreds=float((forced[:, 0] == gold[:, 0]).mean()),
               y_hundreds=float((forced[:, 4] == gold[:, 4]).mean()),
               x_err=float(np.abs(x - (boxes[:, 0] + boxes[:, 2]) / 2)[ok].mean()) if ok.any() else None,
@@ -261,7 +276,7 @@ ev = batch(eval_rng, args.eval_screens, held_out=args.heldout_pairs)
 t0 = time.time()
 print(json.dumps(dict(args=vars(args), image_tokens=M, seq_len=T)), flush=True)
 for step in range(1, args.steps + 1):
-  toks, rows, pos, _ = batch(rng, args.batch)
+  toks, rows, pos, _, _ = batch(rng, args.batch)
   loss = float(train_step(model, opt, toks, rows, pos))
   if step % args.every == 0 or step == args.steps or step == 1:
     print(json.dumps(dict(step=step, loss=round(loss, 4), s=round(time.time() - t0),
