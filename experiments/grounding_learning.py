@@ -73,6 +73,9 @@ ap.add_argument("--extra_colours", type=int, default=0, choices=range(7),
                      "held-out pairs?)")
 ap.add_argument("--vit_layers", type=int, default=2,
                 help="vision tower depth (the proof's is 2): more layers, more attention hops across the screen")
+ap.add_argument("--train_screens", type=int, default=0,
+                help="0: a fresh screen for every training sample; N: a fixed pool of N screens drawn from "
+                     "at random (the proof's vision stage has 2,000 screens: 1,000 steps of 16 see each ~8 times)")
 ap.add_argument("--every", type=int, default=250)
 ap.add_argument("--eval_screens", type=int, default=200)
 args = ap.parse_args()
@@ -180,10 +183,11 @@ def digits(v):
   return [DIGIT0 + int(d) for d in f"{min(max(v, 0), 999):03d}"]
 
 
-def batch(rng, n, held_out=False):
+def batch(rng, n, held_out=False, pool=None):
   rows, pos, toks, boxes, every_box = [], [], [], [], []
   for _ in range(n):
-    img, colour, box, all_boxes = screen(rng, held_out)
+    img, colour, box, all_boxes = (screen(rng, held_out) if pool is None
+                                   else pool[int(rng.integers(len(pool)))])
     every_box.append(all_boxes + [[-1, -1, -1, -1]] * (args.max_buttons - len(all_boxes)))
     r, p = patchify(img)
     rows.append(r)
@@ -273,10 +277,11 @@ def evaluate(model, ev):
 rng = np.random.default_rng(args.seed)
 eval_rng = np.random.default_rng(10_000 + args.seed)
 ev = batch(eval_rng, args.eval_screens, held_out=args.heldout_pairs)
+pool = [screen(rng) for _ in range(args.train_screens)] or None
 t0 = time.time()
 print(json.dumps(dict(args=vars(args), image_tokens=M, seq_len=T)), flush=True)
 for step in range(1, args.steps + 1):
-  toks, rows, pos, _, _ = batch(rng, args.batch)
+  toks, rows, pos, _, _ = batch(rng, args.batch, pool=pool)
   loss = float(train_step(model, opt, toks, rows, pos))
   if step % args.every == 0 or step == args.steps or step == 1:
     print(json.dumps(dict(step=step, loss=round(loss, 4), s=round(time.time() - t0),
