@@ -34,7 +34,7 @@ from mage_jax.engine.rollout_server import RolloutServer
 from mage_jax.engine.weight_sync import export
 from mage_jax.rl.rollouts import RolloutContext
 from mage_jax.runs import proof_eval
-from mage_jax.runs import proof_teacher
+from mage_jax.runs import proof_screens, proof_teacher
 from mage_jax.tasks import proof_family as fam
 from mage_jax.tasks import proof_grounding as pg
 from mage_jax.tasks.package import load_suite
@@ -125,16 +125,22 @@ def heldout_teacher(family: ml_collections.ConfigDict, stage_dir: str) -> str:
 def vision_screens(cfg: ml_collections.ConfigDict, stage_dir: str) -> dict:
   """The vision stage's click screens (tasks/proof_grounding.py), played by the teacher:
   <stage_dir>/grounding/episodes.jsonl (train layouts) and grounding_heldout/ (held-out
-  click_colour screens, for the stage's click accuracy). {split: episodes kept}; {} when
-  config.vision.train_screens is 0."""
+  click_colour screens, for the stage's click accuracy). config.vision.composed_screens more train
+  layouts are composed from the played screens' pixels (runs/proof_screens.py) and appended.
+  {split: episodes kept}; {} when config.vision.train_screens is 0."""
   v = cfg.get("vision")
   if v is None or v.train_screens <= 0:
     return {}
   f, out = cfg.family, {}
+  composed = v.get("composed_screens", 0)
+  extra = v.get("extra_colours", pg.DEFAULT_EXTRA)
   for split, n, name in (("train", v.train_screens, "grounding"), ("heldout", v.heldout_screens, "grounding_heldout")):
-    path = proof_teacher.collect_grounding(os.path.join(stage_dir, name), pg.screens(split, n, seed=f.split_seed, family=f,
-                                                                                        extra_colours=v.get("extra_colours", pg.DEFAULT_EXTRA)),
-                      workers=f.teacher_workers)
+    more = composed if split == "train" else 0
+    tasks = pg.screens(split, n + more, seed=f.split_seed, family=f, extra_colours=extra)
+    out_dir = os.path.join(stage_dir, name)
+    path = proof_teacher.collect_grounding(out_dir, tasks[:n], workers=f.teacher_workers)
+    if more:
+      proof_screens.compose_grounding(out_dir, tasks[:n], tasks[n:])
     with open(path) as fh:
       out[split] = sum(1 for line in fh if line.strip())
   return out
