@@ -115,3 +115,31 @@ def test_collect_through_the_harness_keeps_the_click_in_its_box(tmp_path):
     x, y = call.arguments["coordinate"]   # the harness resolved the button's real place
     x0, y0, x1, y1 = ep.meta["target_box"]
     assert x0 <= x <= x1 and y0 <= y <= y1, (ep.id, (x, y), ep.meta["target_box"])
+    assert ep.meta["target_box"] in ep.meta["button_boxes"]
+    assert len(ep.meta["button_boxes"]) == len(_places(next(t for t in tasks if t.id == ep.meta["task_id"])))
+
+
+def test_button_boxes_and_the_on_button_figure():
+  from mage_jax.train import evaluation
+  task = next(t for t in pg.screens("train", 50, seed=2) if len(_places(t)) == 3)
+  boxes = pg.button_boxes(task)
+  assert len(boxes) == 3 and pg.target_box(task) in boxes
+  ep = tr.Episode(id="e", instruction=task.instruction, steps=[], meta={
+      "target_box": pg.target_box(task), "button_boxes": boxes})
+
+  def reply(x, y):
+    return ('<think>t</think>\nAction: a\n<tool_call>\n{"name": "computer_use", "arguments": '
+            f'{{"action": "left_click", "coordinate": [{x}, {y}]}}}}\n</tool_call>')
+  other = next(b for b in boxes if b != pg.target_box(task))
+  centre = lambda b: ((b[0] + b[2]) // 2, (b[1] + b[3]) // 2)
+  tx, ty = centre(pg.target_box(task))
+  assert evaluation.click_hit(ep, reply(tx, ty)) == (True, True)
+  assert evaluation.click_on_button(ep, reply(tx, ty)) is True
+  assert evaluation.click_hit(ep, reply(*centre(other))) == (True, False)
+  assert evaluation.click_on_button(ep, reply(*centre(other))) is True      # a button, not the named one
+  free = next((x, y) for x in range(0, 1000, 7) for y in range(0, 1000, 7)
+              if not any(b[0] <= x <= b[2] and b[1] <= y <= b[3] for b in boxes))
+  assert evaluation.click_on_button(ep, reply(*free)) is False
+  assert evaluation.click_on_button(ep, "no call") is False
+  ep.meta.pop("button_boxes")
+  assert evaluation.click_on_button(ep, reply(tx, ty)) is None

@@ -105,7 +105,7 @@ def _click_episode(task: TaskPackage, shot: str, root: str) -> tr.Episode:
                     tools=tr.resolve_tools(["computer_use", "bash"]), screen_size=pf.SCREEN,
                     source="composed", outcome="success", reward=1.0, root=root,
                     meta={"task_id": task.id, "kind": "gui", "skills": list(task.skills), "composed": True,
-                          "target_box": pg.target_box(task)})
+                          "target_box": pg.target_box(task), "button_boxes": pg.button_boxes(task)})
 
 
 def compose_grounding(out_dir: str, played: list[TaskPackage], new: list[TaskPackage],

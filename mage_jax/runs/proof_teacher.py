@@ -70,16 +70,18 @@ def failure_line(r) -> str:
 
 def collect_grounding(out_dir: str, tasks: list[TaskPackage], workers: int = 2) -> str:
   """The teacher plays `tasks` through the real harness; the click step of each solved one goes to
-  <out_dir>/episodes.jsonl with meta.target_box; <out_dir>/grounding.json counts them and names
+  <out_dir>/episodes.jsonl with meta.target_box and meta.button_boxes; <out_dir>/grounding.json counts them and names
   every failure."""
   results = play_reference(tasks, os.path.join(out_dir, "shots"), workers)
   boxes = {t.id: pg.target_box(t) for t in tasks}
+  by_id = {t.id: t for t in tasks}
   kept = []
   for r in results:
     if r.success and r.episode is not None:
       ep = r.episode
       ep.steps = ep.steps[:1]           # the click
       ep.meta["target_box"] = boxes[r.task_id]
+      ep.meta["button_boxes"] = pg.button_boxes(by_id[r.task_id])
       kept.append(ep)
   path = os.path.join(out_dir, "episodes.jsonl")
   tr.write_episodes(path, kept)

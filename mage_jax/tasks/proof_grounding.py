@@ -128,11 +128,22 @@ def texts(extra_colours: Sequence[str] | str = DEFAULT_EXTRA) -> list[str]:
   return out
 
 
+def _box(xy) -> list[int]:
+  x0, y0, x1, y1 = _rect(tuple(xy))
+  w, h = pf.SCREEN
+  return [int(x0 * 1000 / w), int(y0 * 1000 / h), min(999, int((x1 - 1) * 1000 / w)),
+          min(999, int((y1 - 1) * 1000 / h))]
+
+
 def target_box(task: TaskPackage) -> list[int]:
   """[x0, y0, x1, y1] of the instruction's button, in the model's 0..999 units (inclusive)."""
   colour = task.instruction.rsplit(" ", 2)[-2]
   places = next(s["config"]["places"] for s in task.setup if s["type"] == "app")
-  x0, y0, x1, y1 = _rect(tuple(places[colour]))
-  w, h = pf.SCREEN
-  return [int(x0 * 1000 / w), int(y0 * 1000 / h), min(999, int((x1 - 1) * 1000 / w)),
-          min(999, int((y1 - 1) * 1000 / h))]
+  return _box(places[colour])
+
+
+def button_boxes(task: TaskPackage) -> list[list[int]]:
+  """The boxes of every button on the screen (target_box's units), target included: a click in one
+  that is not the target's picked the wrong button (train/evaluation.py: click_on_button)."""
+  places = next(s["config"]["places"] for s in task.setup if s["type"] == "app")
+  return [_box(xy) for xy in places.values()]

@@ -10,6 +10,8 @@
   ([x0, y0, x1, y1] in the same units, inclusive; synthetic data), or, for
   imported benchmarks (ScreenSpot-v2, OSWorld-G: `meta.grounding`), by the
   importers' pixel-space test (`click_hit`). Per-split tables: launch.eval_grounding.
+  Episodes that list every button (`meta.button_boxes`: the proof's click screens) add
+  click_on_button (the click lands on some button) and click_target_share (hits among those).
 """
 from __future__ import annotations
 
@@ -137,6 +139,18 @@ def click_hit(ep: Any, text: str) -> tuple[bool, bool]:
   return True, grounding.hits(ep.meta["grounding"], r.name, r.arguments)
 
 
+def click_on_button(ep: Any, text: str) -> bool | None:
+  """Whether a reply's click lands on any button of the screen (meta.button_boxes: the target's and
+  the others'); None for an episode without them. Beside click_hit it tells a model that finds
+  buttons and picks one at random (on a button often, on the target 1 time in n) from one that
+  binds the instruction to its button."""
+  if "button_boxes" not in ep.meta:
+    return None
+  r = parsing.parse_response(text)
+  point = (r.arguments or {}).get("coordinate") if r.ok else None
+  return point is not None and any(point_in_box(point, b) for b in ep.meta["button_boxes"])
+
+
 def click_accuracy(t: Any, params: Any, config: ml_collections.ConfigDict,
                    jsonl: str) -> dict[str, float]:
   rcfg = render.RenderConfig.from_config(t.data.render.to_dict())
@@ -160,6 +174,7 @@ def click_accuracy(t: Any, params: Any, config: ml_collections.ConfigDict,
   max_len = max(len(p[0]) for p in prompts)
   budget = t.data.patch_budget
   hits = parsed = 0
+  on_button = []   # click_on_button of the episodes that list their buttons
   for tokens, rows, ep in prompts:
     pad_id, eos_id = sampling.PAD_ID, sampling.IM_END_ID
     if vocab is not None:
@@ -189,8 +204,16 @@ def click_accuracy(t: Any, params: Any, config: ml_collections.ConfigDict,
     ok, hit = click_hit(ep, text)
     parsed += ok
     hits += hit
-  return {"click_accuracy": hits / len(prompts), "click_parsed": parsed / len(prompts),
-          "click_samples": float(len(prompts))}
+    on = click_on_button(ep, text)
+    if on is not None:
+      on_button.append((on, hit))
+  out = {"click_accuracy": hits / len(prompts), "click_parsed": parsed / len(prompts),
+         "click_samples": float(len(prompts))}
+  if on_button:   # and the target's share of the clicks that hit a button (random pick: 1 / buttons)
+    n_on = sum(on for on, _ in on_button)
+    out["click_on_button"] = n_on / len(on_button)
+    out["click_target_share"] = sum(hit for _, hit in on_button) / n_on if n_on else 0.0
+  return out
 
 
 def run_all(t: Any, params: Any, config: ml_collections.ConfigDict, data_root: str
