@@ -70,8 +70,9 @@ ap.add_argument("--heldout_pairs", action="store_true",
                 help="with --target slot: hold 3 slots per colour out, as the proof does: no train screen "
                      "has a button of colour c on a slot held out for c, and every eval screen's target "
                      "is a held-out (colour, slot) pair (does the place carry to unseen pairs?)")
-ap.add_argument("--extra_colours", type=int, default=0, choices=range(7),
-                help="with --target slot: up to 6 more colours (brown, pink, teal, grey, navy, lime) that "
+ap.add_argument("--extra_colours", type=int, default=0, choices=range(43),
+                help="with --target slot: more colours (the first 6: brown, pink, teal, grey, navy, lime; "
+                     "beyond them fixed random colours at least 60 apart in RGB from every other) that "
                      "go on any slot, targets included; the held-out pairs stay those of the 6 proof "
                      "colours (does seeing every slot read for other colours carry the place to the "
                      "held-out pairs?)")
@@ -86,9 +87,20 @@ args = ap.parse_args()
 
 H, W = 384, 640
 BOX_W, BOX_H = 119, 28                       # the proof's click_colour buttons: 186 x 72 of 1000
-COLOURS = np.array([(220, 40, 40), (40, 170, 60), (40, 80, 220), (240, 140, 20), (150, 60, 190),
-                    (230, 210, 30), (120, 70, 30), (250, 130, 200), (20, 170, 170), (110, 110, 110),
-                    (20, 30, 100), (170, 230, 60)], np.uint8)[:6 + args.extra_colours]
+def palette(n):
+  """The 12 named colours, then fixed random ones at least 60 apart (RGB) from all before and the background."""
+  out = [(220, 40, 40), (40, 170, 60), (40, 80, 220), (240, 140, 20), (150, 60, 190),
+         (230, 210, 30), (120, 70, 30), (250, 130, 200), (20, 170, 170), (110, 110, 110),
+         (20, 30, 100), (170, 230, 60)]
+  rng = np.random.default_rng(99)
+  while len(out) < n:
+    c = tuple(int(v) for v in rng.integers(0, 256, 3))
+    if all(np.linalg.norm(np.subtract(c, o)) >= 60 for o in out + [(235, 235, 235)]):
+      out.append(c)
+  return np.array(out[:n], np.uint8)
+
+
+COLOURS = palette(6 + args.extra_colours)
 BOS, VSTART, VEND, SEP, COMMA, EOS, IMG = 1, 2, 3, 4, 5, 6, 7
 COLOUR0, DIGIT0, VOCAB = 10, 20, 32 + args.extra_colours   # extra colours' names: ids 32..
 
