@@ -55,7 +55,12 @@ JOBS = {"data": "mage_jax.runs.proof_steps:teacher_data",
 # The init evaluation runs last: its params are fixed by the seed, and the SFT and RL figures come first.
 STAGES = (("data", "data"), ("base", "base"), ("vision", "vision"), ("sft", "sft"), ("eval_sft", "eval"), ("rl", "rl"), ("eval_rl", "eval"),
           ("eval_init", "eval"), ("results", "results"))
-COMPOSED_SCREENS = 14_000  # with the 2,000 played: one pass of the vision stage's 1,000 steps of 16
+# Click screens composed from the played ones' pixels (runs/proof_screens.py), beyond the 2,000 played.
+# 0: session 36 ran 14,000 (one pass of the vision stage's 1,000 steps of 16 over 16,000 screens): the
+# vision stage stopped memorising and bound the named colour more often (target share among button hits
+# on fresh train layouts 0.45 against 0.35) but landed on a button less (73% against 98%), and after SFT
+# click_colour fell 18 -> 7 of 60 (held-out T=1 109 -> 97 of 240; docs/results.md, session 36).
+COMPOSED_SCREENS = 0
 GROUNDING_SHARE = 0.3      # SFT's mixture weight of the click screens (proof_grounding)
 TERMINAL_SHARE = 0.35     # SFT's weight of the terminal teacher episodes; GUI and hybrid get the rest
 SUITES = "{workdir}/data"   # <data stage>/train_suite, heldout_suite, teacher/episodes.jsonl
@@ -214,8 +219,9 @@ def data(smoke: bool) -> ml_collections.ConfigDict:
   # accuracy; 0 train screens: none. extra_colours: words the base's vocabulary holds (the defaults,
   # proof_grounding.EXTRA_COLOURS); "" for the family's train pairs only.
   # composed_screens: more train layouts composed from the played screens' pixels (runs/proof_screens.py;
-  # every played screen is rebuilt exactly first), so the vision stage sees each screen about once: on
-  # 2,000 screens x 8 passes it memorised them (held-out picks at chance; docs/results.md, session 35).
+  # every played screen is rebuilt exactly first), so the vision stage can see each screen about once
+  # (on 2,000 x 8 passes it memorises them, session 35); off by default (COMPOSED_SCREENS). The smoke
+  # composes 2 to run the path.
   c.vision = ml_collections.ConfigDict(dict(train_screens=2 if smoke else 2000, heldout_screens=1 if smoke else 60,
                                             composed_screens=2 if smoke else COMPOSED_SCREENS,
                                             extra_colours=",".join(pg.DEFAULT_EXTRA)))
