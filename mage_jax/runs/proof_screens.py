@@ -4,8 +4,8 @@ Why: the vision stage memorised a fixed pool. On 2,000 screens x 8 passes its tr
 0.016-0.025 while its held-out picks stayed at chance; in the diagnostic (experiments/
 grounding_learning.py) the same model binds the named colour when every screen is fresh (0.51-0.59
 of button hits on the named one, against 1/3) and not from a fixed pool of 2,000 (0.35)
-(docs/results.md, "Issue 36, session 35"). Playing one screen through the harness (sandbox, Xvfb,
-the Tk app) costs about a second of a core; composing one costs milliseconds.
+(docs/results.md, "Issue 36, session 35"). Playing one screen through the harness (a sandbox, Xvfb,
+the Tk app started per episode) takes seconds; composing one takes milliseconds (14,000 in 50 s).
 
 How: a train screen of the buttons app (tasks/proof_grounding.py) is the app's empty window plus
 1-3 button rectangles, each drawn by Tk from its (colour, slot) alone. So the screens the teacher
