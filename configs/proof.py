@@ -27,6 +27,8 @@ Stages (mage_jax/runs/curriculum.py; each in <workdir>/<stage>, a rerun resumes)
 
 `--config.family.*` are the task values (pools, split; mage_jax/tasks/proof_pools.py), copied
 into the data and eval stages, e.g. `--config.family.pools.words=file:/abs/my_words.txt`.
+`--config.vision_tower.*` are the vision tower's fields in every stage that builds it, e.g.
+`--config.vision_tower.num_hidden_layers=4` (VISION_LAYERS).
 `--config.seed=N` sets model init, data order (data.shuffle_seed) and RL sampling from SFT on; the
 data and vision stages run once at `shared_seed` in `shared_dir` and every seed links them (as the
 base is cached; `--config.shared_dir=` makes them per run, at the run's seed). The arg
@@ -61,6 +63,11 @@ STAGES = (("data", "data"), ("base", "base"), ("vision", "vision"), ("sft", "sft
 # on fresh train layouts 0.45 against 0.35) but landed on a button less (73% against 98%), and after SFT
 # click_colour fell 18 -> 7 of 60 (held-out T=1 109 -> 97 of 240; docs/results.md, session 36).
 COMPOSED_SCREENS = 0
+# The vision tower's depth (Mage-ViT layers) in every stage that builds it. 2: the proof's from
+# session 14 on. Session 37's grounding diagnostic (experiments/grounding_learning.py, held-out
+# (colour, slot) pairs, docs/results.md): 4 layers bound the named colour on 0.58-0.63 of button hits
+# at 1,500-2,000 steps of 16, 2 layers ~0.43 (chance 1/3).
+VISION_LAYERS = 2
 GROUNDING_SHARE = 0.3      # SFT's mixture weight of the click screens (proof_grounding)
 TERMINAL_SHARE = 0.35     # SFT's weight of the terminal teacher episodes; GUI and hybrid get the rest
 SUITES = "{workdir}/data"   # <data stage>/train_suite, heldout_suite, teacher/episodes.jsonl
@@ -101,6 +108,9 @@ def curriculum(scale: str) -> ml_collections.ConfigDict:
   c.shared_seed = 0
   c.synth = ml_collections.ConfigDict(dict(enabled=False))
   c.family = pool_fields()   # copied into every stage that has a `family` section (data, eval)
+  # the vision tower's fields, copied into every stage that builds one (vision, SFT, RL, eval), e.g.
+  # --config.vision_tower.num_hidden_layers=4 (a stage's overrides set it for that stage alone)
+  c.vision_tower = ml_collections.ConfigDict(dict(num_hidden_layers=_vision_layers(bool(scale))))
   c.stages = ml_collections.ConfigDict()
   for i, (name, kind) in enumerate(STAGES):
     # vision starts from the base; sft from vision (the curriculum's previous training stage).
@@ -172,9 +182,14 @@ def _env(c: ml_collections.ConfigDict, smoke: bool) -> None:
                                              score_settle=0.2))
 
 
+def _vision_layers(smoke: bool) -> int:
+  return models.get_config("mage_vl_tiny").vision.num_hidden_layers if smoke else VISION_LAYERS
+
+
 def _model_and_data(smoke: bool, name: str) -> ml_collections.ConfigDict:
   c = common.base_config(name=name, stage=4, tiny=True)   # float32, xla attention, CPU mesh
   c.model = models.get_config("mage_vl_tiny" if smoke else "mage_vl_proof")
+  c.model.vision.num_hidden_layers = _vision_layers(smoke)
   for tower in ("text", "vision"):
     c.model[tower].compute_dtype = "float32"
     c.model[tower].param_dtype = "float32"

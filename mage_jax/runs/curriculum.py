@@ -88,6 +88,14 @@ def stage_config(config: ml_collections.ConfigDict, stage: ml_collections.Config
   if "family" in config and "family" in cfg:   # one set of task values for every stage that has one
     for k, v in config.family.items():
       cfg.family[k] = ml_collections.ConfigDict(v.to_dict()) if isinstance(v, ml_collections.ConfigDict) else v
+  if "vision_tower" in config and "model" in cfg and "vision" in cfg.model:
+    # one vision tower for every stage that builds one (vision, SFT, RL, eval): a stage's params
+    # load into the next stage's model, so its shape is set once here, not in each stage's overrides
+    for k, v in config.vision_tower.items():
+      if k not in cfg.model.vision:
+        raise run_setup.ConfigError(f"config.vision_tower.{k}: not a field of the vision tower "
+                                    f"(fields: {', '.join(sorted(cfg.model.vision))})")
+      cfg.model.vision[k] = v
   if config.get("compile_cache", False):
     cfg.compile_cache_dir = os.path.join(os.path.dirname(synth_out), "jax_cache")
   if config.synth.enabled and "synth" in cfg:  # RL stages have no synthetic SFT data
@@ -157,6 +165,8 @@ def check_stages(config: ml_collections.ConfigDict, synth_out: str) -> None:
   for name, s in stage_list(config):
     try:
       cfg = stage_config(config, s, "", synth_out)
+    except run_setup.ConfigError:
+      raise
     except (KeyError, ValueError) as e:  # an unknown field, an item without '='
       raise run_setup.ConfigError(f"config.stages.{name}.overrides={s.overrides!r}: "
                                   f"{e.args[0]}") from None
