@@ -26,9 +26,10 @@ over; comparing the two says whether reading position is what binds.
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 1500 --target slot --min_buttons 3 --max_buttons 3 --heldout_pairs --extra_colours 30
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 1000 --target slot --min_buttons 3 --max_buttons 3 --train_screens 2000
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 2000 --target slot --min_buttons 3 --max_buttons 3 --heldout_pairs --extra_colours 6 --vit_layers 4
-Results: docs/results.md, "Issue 36, session 37" (held-out pairs, 6 extra colours: a 4-layer ViT binds them,
-0.62-0.63 of button hits on the named one and 40-42% hits at 1,500-1,750 steps; the 2-layer one 0.37-0.52 and
-20-27% over 1,000-2,500), "Issue 36, session 36" (30 colours on every slot, held-out pairs: not learnt in 1,000 steps),
+Results: docs/results.md, "Issue 36, session 38" (the same 4-layer run, --seed 1: never binds, 0.14-0.15 of button
+hits on the named one at 750-1,250, below chance, 0.32 and 19% hits at 2,000), "Issue 36, session 37" (held-out
+pairs, 6 extra colours, seed 0: a 4-layer ViT binds them, 0.62-0.63 of button hits on the named one and 40-42% hits
+at 1,500-1,750 steps; the 2-layer one 0.37-0.52 and 20-27% over 1,000-2,500), "Issue 36, session 36" (30 colours on every slot, held-out pairs: not learnt in 1,000 steps),
 "Issue 36, session 35" (3 buttons: fresh screens bind the named colour, chosen share
 0.51-0.59 against 1/3; a fixed pool of 2,000 is memorised, 0.35), "Issue 36, sessions 9-10" (one button: colour read in 300 steps, place not in 1,250)
 and "session 14" (on click_colour's slot grid 61% at 1,500 steps, which session 35 reads as a random choice
