@@ -26,6 +26,7 @@ over; comparing the two says whether reading position is what binds.
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 1500 --target slot --min_buttons 3 --max_buttons 3 --heldout_pairs --extra_colours 30
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 1000 --target slot --min_buttons 3 --max_buttons 3 --train_screens 2000
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 2000 --target slot --min_buttons 3 --max_buttons 3 --heldout_pairs --extra_colours 6 --vit_layers 4
+  PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 2000 --target slot --min_buttons 3 --max_buttons 3 --heldout_pairs --extra_colours 6 --heldout_distractors --seed 1
 Results: docs/results.md, "Issue 36, session 38" (the same 4-layer run, --seed 1: never binds, 0.14-0.15 of button
 hits on the named one at 750-1,250, below chance, 0.32 and 19% hits at 2,000), "Issue 36, session 37" (held-out
 pairs, 6 extra colours, seed 0: a 4-layer ViT binds them, 0.62-0.63 of button hits on the named one and 40-42% hits
@@ -76,6 +77,11 @@ ap.add_argument("--heldout_pairs", action="store_true",
                 help="with --target slot: hold 3 slots per colour out, as the proof does: no train screen "
                      "has a button of colour c on a slot held out for c, and every eval screen's target "
                      "is a held-out (colour, slot) pair (does the place carry to unseen pairs?)")
+ap.add_argument("--heldout_distractors", action="store_true",
+                help="with --heldout_pairs: train screens may show a held-out (colour, slot) pair on a button "
+                     "that is not the named one (never a target, never an answer). Without it no train screen "
+                     "ever shows colour c on its held-out slots, a rule a model can learn and use against the "
+                     "held-out screens (does that rule, not binding, hold held-out clicks down?)")
 ap.add_argument("--extra_colours", type=int, default=0, choices=range(43),
                 help="with --target slot: more colours (the first 6: brown, pink, teal, grey, navy, lime; "
                      "beyond them fixed random colours at least 60 apart in RGB from every other) that "
@@ -90,6 +96,8 @@ ap.add_argument("--train_screens", type=int, default=0,
 ap.add_argument("--every", type=int, default=250)
 ap.add_argument("--eval_screens", type=int, default=200)
 args = ap.parse_args()
+if args.heldout_distractors and not args.heldout_pairs:
+  ap.error("--heldout_distractors needs --heldout_pairs (there are no held-out pairs to show)")
 
 H, W = 384, 640
 BOX_W, BOX_H = 119, 28                       # the proof's click_colour buttons: 186 x 72 of 1000
@@ -160,7 +168,8 @@ HELD_OUT = {c: set(np.random.default_rng(1234 + c).permutation(12)[:3].tolist())
 
 def slot_layout(rng, n, held_out_target):
   """n (colour, slot) pairs on distinct slots, the first the target. Train screens avoid every
-  held-out pair; a held-out screen's target is one (its distractors are free, as the proof's)."""
+  held-out pair (with --heldout_distractors only as the target); a held-out screen's target is one
+  (its distractors are free, as the proof's)."""
   while True:
     colours, slots = rng.permutation(len(COLOURS))[:n], rng.permutation(12)[:n]
     pairs = list(zip(colours.tolist(), slots.tolist()))
@@ -168,7 +177,8 @@ def slot_layout(rng, n, held_out_target):
       return pairs
     if held_out_target and pairs[0][1] in HELD_OUT[pairs[0][0]]:
       return pairs
-    if not held_out_target and not any(s in HELD_OUT[c] for c, s in pairs):
+    pairs_shown = pairs[:1] if args.heldout_distractors else pairs
+    if not held_out_target and not any(s in HELD_OUT[c] for c, s in pairs_shown):
       return pairs
 
 
