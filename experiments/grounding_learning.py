@@ -169,7 +169,13 @@ HELD_OUT = {c: set(np.random.default_rng(1234 + c).permutation(12)[:3].tolist())
 def slot_layout(rng, n, held_out_target):
   """n (colour, slot) pairs on distinct slots, the first the target. Train screens avoid every
   held-out pair (with --heldout_distractors only as the target); a held-out screen's target is one
-  (its distractors are free, as the proof's)."""
+  (its distractors are free, as the proof's). held_out_target="prior_free": the target and every
+  other button sit on the named colour's held-out slots, where training never put its target, so a
+  prior over where colour c's target goes cannot pick among them (n <= 3 held-out slots)."""
+  if held_out_target == "prior_free":        # every button on one of the named colour's held-out slots
+    c = int(rng.integers(6))
+    others = [int(o) for o in rng.permutation(len(COLOURS)) if o != c][:n - 1]
+    return list(zip([c] + others, rng.permutation(sorted(HELD_OUT[c]))[:n].tolist()))
   while True:
     colours, slots = rng.permutation(len(COLOURS))[:n], rng.permutation(12)[:n]
     pairs = list(zip(colours.tolist(), slots.tolist()))
@@ -309,6 +315,10 @@ def evaluate(model, ev):
 rng = np.random.default_rng(args.seed)
 eval_rng = np.random.default_rng(10_000 + args.seed)
 ev = batch(eval_rng, args.eval_screens, held_out=args.heldout_pairs)
+# held-out screens with all buttons on the named colour's held-out slots: chosen_share above 1/3 there
+# is binding the prior cannot give; below it on `ev` and above here, a target prior overriding binding
+ev_free = (batch(np.random.default_rng(20_000 + args.seed), args.eval_screens, held_out="prior_free")
+           if args.heldout_pairs and args.max_buttons <= 3 else None)
 pool = [screen(rng) for _ in range(args.train_screens)] or None
 t0 = time.time()
 print(json.dumps(dict(args=vars(args), image_tokens=M, seq_len=T)), flush=True)
@@ -317,4 +327,6 @@ for step in range(1, args.steps + 1):
   loss = float(train_step(model, opt, toks, rows, pos))
   if step % args.every == 0 or step == args.steps or step == 1:
     print(json.dumps(dict(step=step, loss=round(loss, 4), s=round(time.time() - t0),
-                          **evaluate(model, ev))), flush=True)
+                          **evaluate(model, ev),
+                          **({f"prior_free_{k}": v for k, v in evaluate(model, ev_free).items()
+                              if k in ("hit", "on_button", "chosen_share")} if ev_free else {}))), flush=True)
