@@ -26,8 +26,14 @@ over; comparing the two says whether reading position is what binds.
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 1500 --target slot --min_buttons 3 --max_buttons 3 --heldout_pairs --extra_colours 30
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 1000 --target slot --min_buttons 3 --max_buttons 3 --train_screens 2000
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 2000 --target slot --min_buttons 3 --max_buttons 3 --heldout_pairs --extra_colours 6 --vit_layers 4
+  PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 2000 --target slot --min_buttons 3 --max_buttons 3 --heldout_pairs --extra_colours 6 --seed 1
   PYTHONPATH=$PWD .venv/bin/python experiments/grounding_learning.py --steps 2000 --target slot --min_buttons 3 --max_buttons 3 --heldout_pairs --extra_colours 6 --heldout_distractors --seed 1
-Results: docs/results.md, "Issue 36, session 38" (the same 4-layer run, --seed 1: never binds, 0.14-0.15 of button
+Every --heldout_pairs run also scores "prior-free" held-out screens (all 3 buttons on the named colour's held-out
+slots, where no train target of that colour ever was): prior_free_* in the log.
+Results: docs/results.md, "Issue 36, session 39" (seed 1, 2-layer: held-out pairs shown as never-named distractors
+on train screens make the held-out share lower, 0.15-0.20 at 1,000-1,500, not higher; on prior-free screens the same
+models pick at chance at 500-1,000 steps where on the held-out ones they avoid the named button, 0.07-0.22, and bind
+later, 0.47-0.70 on seed 1 and 0.46 on seed 0, against 0.37-0.46 held-out), "Issue 36, session 38" (the same 4-layer run, --seed 1: never binds, 0.14-0.15 of button
 hits on the named one at 750-1,250, below chance, 0.32 and 19% hits at 2,000), "Issue 36, session 37" (held-out
 pairs, 6 extra colours, seed 0: a 4-layer ViT binds them, 0.62-0.63 of button hits on the named one and 40-42% hits
 at 1,500-1,750 steps; the 2-layer one 0.37-0.52 and 20-27% over 1,000-2,500), "Issue 36, session 36" (30 colours on every slot, held-out pairs: not learnt in 1,000 steps),
