@@ -32,8 +32,8 @@ Every --heldout_pairs run also scores "prior-free" held-out screens (all 3 butto
 slots, where no train target of that colour ever was): prior_free_* in the log.
 Results: docs/results.md, "Issue 36, session 39" (seed 1, 2-layer: held-out pairs shown as never-named distractors
 on train screens make the held-out share lower, 0.15-0.20 at 1,000-1,500, not higher; on prior-free screens the same
-models pick at chance at 500-1,000 steps where on the held-out ones they avoid the named button, 0.07-0.22, and bind
-later, 0.47-0.70 on seed 1 and 0.46 on seed 0, against 0.37-0.46 held-out), "Issue 36, session 38" (the same 4-layer run, --seed 1: never binds, 0.14-0.15 of button
+four seeds avoid the named button on held-out screens at 500 steps, 0.07-0.22; on prior-free ones seeds 0-1 pick at
+chance then, seeds 2-3 below it, 0.13-0.18, and seeds 0-1 bind later, 0.47-0.70 and 0.46, against 0.37-0.46 held-out), "Issue 36, session 38" (the same 4-layer run, --seed 1: never binds, 0.14-0.15 of button
 hits on the named one at 750-1,250, below chance, 0.32 and 19% hits at 2,000), "Issue 36, session 37" (held-out
 pairs, 6 extra colours, seed 0: a 4-layer ViT binds them, 0.62-0.63 of button hits on the named one and 40-42% hits
 at 1,500-1,750 steps; the 2-layer one 0.37-0.52 and 20-27% over 1,000-2,500), "Issue 36, session 36" (30 colours on every slot, held-out pairs: not learnt in 1,000 steps),
