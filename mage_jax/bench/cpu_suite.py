@@ -8,7 +8,8 @@
 3. data path (read, render+pack, fill) from the data modules;
 4. compile time of the train step for the tiny and small configs;
 5. one RL (GRPO) update vs one SFT step on the same model and batch;
-6. the learning proof's student update throughput, full vs compact vocabulary, SFT and RL (student_bench).
+6. the learning proof's student update throughput, full vs compact vocabulary, SFT and RL (student_bench),
+   and its engine decode, expanded params as they are vs on their distinct rows (decode_bench).
 """
 from __future__ import annotations
 
@@ -154,6 +155,11 @@ def run(*, reps: int = 5, torch_compile: bool = True, with_data: bool = True,
   vocab_ids = student_bench.proof_vocabulary(200 if quick else 1_000)
   r, details["student"] = (student_bench.student_throughput(vocab_ids, batch_size=2, seq_len=128, reps=2)
                            if quick else student_bench.student_throughput(vocab_ids, reps=reps))
+  rows += r
+  print("[student engine decode: expanded vs on its distinct rows] ...", flush=True)
+  from mage_jax.bench import decode_bench   # the bare GPU image runs this module: each path imports only what it needs
+  r, details["student_decode"] = (decode_bench.student_decode(vocab_ids, max_len=256, reps=2) if quick
+                                  else decode_bench.student_decode(vocab_ids))
   rows += r
   if with_data:
     kw = (dict(read_bins=4, read_batches=2, episodes=4, fill_samples=500) if quick else

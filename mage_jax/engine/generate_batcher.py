@@ -8,7 +8,7 @@ tokens out; a request that hit EOS or max_tokens leaves and its slot is reused. 
 never waits for a longer one to finish, and the device runs one batch of every live request.
 Each row has its own key (fold_in(key(seed), i) for its token i), temperature, top_p and
 greedy flag, so a request samples the same tokens alone or in a batch. Slot rows, prompt
-lengths and the cache length are padded to power-of-two buckets, so a server compiles a
+lengths and the cache length are padded to buckets (`length_bucket`), so a server compiles a
 handful of shapes. A request stays on the weights it was admitted with: after a reload the
 worker admits nothing until the slots on the old weights have drained.
 
@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mage_jax.models import slot_decode
+from mage_jax.models import vocab_serving
 from mage_jax.models.config import IM_END_ID
 from mage_jax.models.config import PAD_ID
 
@@ -64,6 +65,15 @@ class Job:
 
 def bucket(n: int, minimum: int) -> int:
   return max(minimum, 1 << max(0, n - 1).bit_length())
+
+
+def length_bucket(n: int, minimum: int) -> int:
+  """A prompt's padded length, or a pool's cache length: powers of two up to 512, then multiples
+  of 256. Each value is a compile (prefill per prompt length, decode per pool shape), so they are
+  few; pure powers of two padded the proof's 666-1,095-token prompts to 1,024 and 2,048 and its
+  pools to 2,048 and 4,096 slots, and prefill and decode attention paid for every padded slot."""
+  n = max(n, minimum)
+  return bucket(n, minimum) if n <= 512 else -(-n // 256) * 256
 
 
 def pool_rows(n: int) -> int:
@@ -192,7 +202,8 @@ class SlotEngine:
   def __init__(self, capacity: int, *, eos_id: int | None = None, steps: int = STEPS):
     self.capacity, self.steps = capacity, steps
     self.eos_id = IM_END_ID if eos_id is None else eos_id
-    self.policy, self.label, self.split = None, "", None
+    self.policy, self.label, self.split, self.table = None, "", None, None
+    self.model = None                     # what decodes: the policy's model, or it on its distinct rows
     self.pool = None                      # KVCache [rows, max_len], index [rows]
     self.slots: dict[int, Job] = {}       # slot -> the job generating there
     self.rows = self._host_rows(0)
@@ -204,7 +215,8 @@ class SlotEngine:
   def use(self, policy, label: str) -> None:
     """The weights (and label) for jobs admitted from now on; callers drain slots first."""
     if policy is not self.policy:
-      self.policy, self.split = policy, slot_decode.split(policy.model)
+      self.model, self.table = vocab_serving.serving_model(policy.model)
+      self.policy, self.split = policy, slot_decode.split(self.model)
     self.label = label
 
   @staticmethod
@@ -219,7 +231,7 @@ class SlotEngine:
     """Make the pool rows x max_len: a fresh one when no slot is live, else a grown copy."""
     if self.pool is None or not self.slots:
       if self.pool is None or self.pool.segment_ids.shape != (rows, max_len):
-        self.pool = slot_decode.init_pool(self.policy.model, rows, max_len)
+        self.pool = slot_decode.init_pool(self.model, rows, max_len)
       self.slots, self.rows = {}, self._host_rows(rows)
       return
     source = np.arange(rows, dtype=np.int32)    # grows only: slot i stays slot i
@@ -237,7 +249,7 @@ class SlotEngine:
 
   @staticmethod
   def _need(job: Job) -> int:
-    return bucket(len(job.prompt), 16) + job.max_tokens
+    return length_bucket(len(job.prompt), 16) + job.max_tokens
 
   # ---- admission: prefill into free slots --------------------------------------------------------
   def admit(self, jobs: list[Job]) -> list[Job]:
@@ -246,7 +258,7 @@ class SlotEngine:
       return []
     rows = min(pool_rows(self.active + len(jobs)), max(self.capacity, self.active + len(jobs)))
     need = max(self._need(j) for j in [*jobs, *self.slots.values()])
-    max_len = bucket(need, 64)
+    max_len = length_bucket(need, 64)
     if self.pool is None or not self.slots:
       self._layout(rows, max_len)
     else:
@@ -262,7 +274,7 @@ class SlotEngine:
 
   def _prefill(self, job: Job, slot: int) -> bool:
     """Prefill `job` into `slot`; True when it is already finished."""
-    tokens = np.full((1, bucket(len(job.prompt), 16)), PAD_ID, np.int32)
+    tokens = np.full((1, length_bucket(len(job.prompt), 16)), PAD_ID, np.int32)
     tokens[0, :len(job.prompt)] = job.prompt
     if job.vision.get("patch_image_ids") is not None:
       validate = getattr(self.policy.model, "validate_inputs", None)
@@ -274,9 +286,8 @@ class SlotEngine:
       self.rows[name][slot] = value
     model_def, leaves = self.split
     token, logp, row = slot_decode.prefill_row(
-        model_def, leaves, jnp.asarray(tokens), jnp.asarray([len(job.prompt)], jnp.int32),
-        *(jnp.asarray(self.rows[name][slot:slot + 1]) for name in params), job.vision,
-        max_len=self.pool.segment_ids.shape[1])
+        model_def, leaves, self.table, jnp.asarray(tokens), jnp.asarray([len(job.prompt)], jnp.int32),
+        *(jnp.asarray(self.rows[name][slot:slot + 1]) for name in params), job.vision)
     self.pool = slot_decode.insert_row(self.pool, row, jnp.int32(slot))
     job.label = self.label
     token, logp = int(np.asarray(token)[0]), float(np.asarray(logp)[0])
@@ -303,7 +314,7 @@ class SlotEngine:
     """`steps` decode steps for every slot; -> the jobs that finished."""
     rows = slot_decode.Rows(**{k: jnp.asarray(v) for k, v in self.rows.items()})
     model_def, leaves = self.split
-    tokens, logps, self.pool = slot_decode.decode_slots(model_def, leaves, self.pool, rows,
+    tokens, logps, self.pool = slot_decode.decode_slots(model_def, leaves, self.table, self.pool, rows,
                                                          steps=self.steps)
     tokens, logps = np.asarray(tokens), np.asarray(logps)     # one fetch per call
     self.rows["position"] += self.steps

@@ -157,6 +157,35 @@ class CompactVocab:
       return np.concatenate([rows[self.ids], rows[rest].mean(0, keepdims=True).astype(rows.dtype)])
     return _map_vocab(params, take, self.full_size)
 
+  @classmethod
+  def of_repeated_rows(cls, params: dict[str, Any], *, keep: Iterable[int] = (),
+                       min_share: float = 0.5) -> "CompactVocab | None":
+    """The compact vocabulary a full-vocabulary model already is: the ids whose embedding row (and,
+    untied, head column) is one shared row are its rest; `keep` ids stay rows of their own. None
+    when fewer than `min_share` of the ids share a row (a random init: every row differs). Exact
+    by construction (equal rows give equal logits), so no file has to say which ids were trained:
+    the params of a compact stage after `expand_params` come back to its vocabulary."""
+    emb = np.asarray(_tower(params)["embed_tokens"]["embedding"])
+    head = params.get("lm_head")
+    cols = np.asarray(head["kernel"]).T if head else None
+    v = emb.shape[0]
+    sample = np.linspace(0, v - 1, 101).astype(np.int64)   # a row shared by most ids is among them
+    best = max(sample, key=lambda i: int(np.sum(np.all(emb[sample] == emb[i], axis=1))))
+    same = np.all(emb == emb[best], axis=1)
+    if cols is not None:
+      same &= np.all(cols == cols[best], axis=1)
+    same[np.asarray(list(keep), np.int64)] = False
+    if same.sum() < min_share * v:
+      return None
+    return cls(np.flatnonzero(~same).astype(np.int32), v)
+
+  def serving_params(self, params: dict[str, Any]) -> dict[str, Any]:
+    """Compact params of a model whose left-out rows are all equal (`of_repeated_rows`): the kept
+    rows and, as the rest row, the first left-out id's own row (bit for bit, where
+    `compact_params`'s mean may round)."""
+    first_rest = int(np.flatnonzero(self.table == self.rest_row)[0])
+    return _map_vocab(params, lambda rows: np.asarray(rows)[np.append(self.ids, first_rest)], self.full_size)
+
   def rest_logit(self) -> float:
     return math.log(self.rest_ids)
 
@@ -177,6 +206,13 @@ class CompactVocab:
     if d.get("fingerprint") and d["fingerprint"] != v.fingerprint():
       raise ValueError(f"{path}: fingerprint {d['fingerprint']} does not match its ids ({v.fingerprint()})")
     return v
+
+
+def _tower(params: dict[str, Any]) -> dict[str, Any]:
+  towers = [t for t in (params.get("model"), params.get("language_model")) if t is not None]
+  if len(towers) != 1:
+    raise ValueError("params hold no `model` or `language_model` tower with embed_tokens")
+  return towers[0]
 
 
 def _map_vocab(params: dict[str, Any], rows_fn, expect_rows: int) -> dict[str, Any]:

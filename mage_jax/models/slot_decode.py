@@ -23,6 +23,8 @@ import jax.numpy as jnp
 from flax import nnx, struct
 
 from mage_jax.models.sampling import KVCache, last_logits, prefill, sample_token
+from mage_jax.models.vocab_serving import full_logits
+from mage_jax.models.vocab_serving import rows as vocab_rows
 
 
 class ModelDef:
@@ -88,25 +90,33 @@ def _keys(seed: jax.Array, count: jax.Array) -> jax.Array:
   return jax.vmap(lambda s, i: jax.random.fold_in(jax.random.key(s), i))(seed, count)
 
 
-@functools.partial(jax.jit, static_argnames=("model_def", "max_len"))
-def prefill_row(model_def: ModelDef, leaves, tokens, length, seed, temperature, top_p, greedy, vision_inputs,
-                *, max_len: int):
-  """One right-padded prompt [1, L] into a fresh one-row cache of `max_len`, and its token 0.
+@functools.partial(jax.jit, static_argnames=("model_def",))
+def prefill_row(model_def: ModelDef, leaves, table, tokens, length, seed, temperature, top_p, greedy,
+                vision_inputs):
+  """One right-padded prompt [1, L] into a fresh one-row cache of its own length L, and its token 0.
 
-  -> (token [1], log-prob [1], cache). Compiled per (L, max_len), not per pool shape: requests
-  arrive one by one, and a pool of any row count takes the row through `insert_row`."""
+  -> (token [1], log-prob [1], cache [1, L]). The cache is L long, not the pool's length: the
+  prompt's attention is then L x L instead of L x max_len (a 1,024-token prompt in a 4,096-slot
+  pool cost 4x), and the compile depends on L alone. `insert_row` pads it into a pool slot.
+  Requests arrive one by one, and a pool of any row count takes the row through `insert_row`.
+  `table`: a vocab_serving table (the model decodes on its distinct rows) or None; tokens are
+  full ids either way."""
   model = model_def.merge(leaves)
-  cache = model.init_cache(1, max_len)
-  logits, cache = prefill(model, tokens, length, cache, **vision_inputs)
-  token, logp = sample_token(logits, _keys(seed, jnp.zeros_like(length)), greedy=greedy,
+  cache = model.init_cache(1, tokens.shape[1])
+  logits, cache = prefill(model, vocab_rows(table, tokens), length, cache, **vision_inputs)
+  token, logp = sample_token(full_logits(table, logits), _keys(seed, jnp.zeros_like(length)), greedy=greedy,
                              temperature=temperature, top_p=top_p)
   return token, logp, cache
 
 
 @functools.partial(jax.jit, donate_argnames=("pool",))
 def insert_row(pool: KVCache, row: KVCache, slot) -> KVCache:
-  """Pool slot `slot` := the one-row cache `row` (all of it: the slot's old contents go)."""
-  put = lambda old, new: jax.lax.dynamic_update_index_in_dim(old, new[0], slot, 0)
+  """Pool slot `slot` := the one-row cache `row` (all of it: the slot's old contents go), padded
+  with empty entries (segment 0) to the pool's length."""
+  def put(old, new):
+    new = new[0]
+    pad = [(0, old.shape[1] - new.shape[0])] + [(0, 0)] * (new.ndim - 1)
+    return jax.lax.dynamic_update_index_in_dim(old, jnp.pad(new, pad), slot, 0)
   return KVCache(k=tuple(map(put, pool.k, row.k)), v=tuple(map(put, pool.v, row.v)),
                  segment_ids=put(pool.segment_ids, row.segment_ids),
                  positions=put(pool.positions, row.positions),
@@ -114,8 +124,9 @@ def insert_row(pool: KVCache, row: KVCache, slot) -> KVCache:
 
 
 @functools.partial(jax.jit, static_argnames=("model_def", "steps"), donate_argnames=("pool",))
-def decode_slots(model_def: ModelDef, leaves, pool: KVCache, rows: Rows, *, steps: int):
-  """`steps` decode steps for every slot. -> (tokens [steps, S], log-probs [steps, S], pool)."""
+def decode_slots(model_def: ModelDef, leaves, table, pool: KVCache, rows: Rows, *, steps: int):
+  """`steps` decode steps for every slot. -> (tokens [steps, S], log-probs [steps, S], pool).
+  `table` as in `prefill_row`."""
   model = model_def.merge(leaves)
 
   def one_slot(embed, position, cache):   # a one-row cache with a scalar index
@@ -126,9 +137,9 @@ def decode_slots(model_def: ModelDef, leaves, pool: KVCache, rows: Rows, *, step
 
   def step(carry, _):
     pool, token, position, count = carry
-    embeds = model.embed_inputs(token[:, None])[:, 0]
+    embeds = model.embed_inputs(vocab_rows(table, token)[:, None])[:, 0]
     hidden, pool = jax.vmap(one_slot)(embeds, position, pool)
-    token, logp = sample_token(last_logits(model, hidden), _keys(rows.seed, count),
+    token, logp = sample_token(full_logits(table, last_logits(model, hidden)), _keys(rows.seed, count),
                                greedy=rows.greedy, temperature=rows.temperature,
                                top_p=rows.top_p)
     return (pool, token, position + 1, count + 1), (token, logp)
