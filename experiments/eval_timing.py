@@ -4,7 +4,8 @@ timers around the environment (LocalEnv.reset / step / close), the policy call (
 HTTP, queueing and the engine), and the engine's device calls (prefill_row, decode_slots), plus
 each prefill's prompt length and pool length. `--code` picks the source tree, so two trees (e.g. a
 `git worktree` of an older commit) run the same instances back to back; BENCHMARKS.md "Rollout
-engine on the proof's evaluation" compared d921312~1 with d921312 this way.
+engine on the proof's evaluation" compared d921312~1 with d921312 this way, and session 41 prefix
+reuse on and off (`--prefix_cache_bytes=0`).
 
   # 24 held-out instances per template of a data stage, the base as the policy
   mkdir -p /tmp/sub96 && for t in click_colour file_and_click make_file count_lines; do
@@ -35,6 +36,11 @@ def main() -> None:
   ap.add_argument("--params", default="init", help="an HF directory or stage dir, or 'init'")
   ap.add_argument("--slots", type=int, default=6)
   ap.add_argument("--seed", type=int, default=0)
+  ap.add_argument("--compile_cache_dir", default="",
+                  help="JAX's persistent compile cache (default <out>/jax_cache, cold); share one between runs "
+                       "to time them warm, as a proof chain's later stages run (<workdir>/jax_cache)")
+  ap.add_argument("--prefix_cache_bytes", type=int, default=-1,
+                  help="the engine's kept-rows budget (0: no prefix reuse; -1: the engine's default)")
   ap.add_argument("--out", required=True, help="work folder (created; must not hold an earlier run)")
   args = ap.parse_args()
   if not os.path.isdir(args.suite):
@@ -75,14 +81,24 @@ def main() -> None:
   rollouts.RolloutPolicy.act = timed("policy.act", rollouts.RolloutPolicy.act)
   gb.slot_decode.prefill_row = timed("engine.prefill_row", sd.prefill_row, block=True)
   gb.slot_decode.decode_slots = timed("engine.decode_slots", sd.decode_slots, block=True)
-  prefills = []
-  plain_prefill = gb.SlotEngine._prefill
+  if hasattr(sd, "extend_slot"):   # prefix reuse (since session 41)
+    gb.slot_decode.extend_slot = timed("engine.extend_slot", sd.extend_slot, block=True)
+    gb.slot_decode.embed_tokens = timed("engine.embed_tokens", sd.embed_tokens, block=True)
+    gb.slot_decode.first_token = timed("engine.first_token", sd.first_token, block=True)
+  prefills, engines = [], []
+  plain_prefill, plain_init = gb.SlotEngine._prefill, gb.SlotEngine.__init__
 
-  def prefill(self, job, slot):
-    out = plain_prefill(self, job, slot)
+  def prefill(self, job, slot, *rest):
+    out = plain_prefill(self, job, slot, *rest)
     prefills.append((len(job.prompt), int(self.pool.segment_ids.shape[1])))
     return out
-  gb.SlotEngine._prefill = prefill
+
+  def init(self, *a, **k):
+    if args.prefix_cache_bytes >= 0:
+      k["prefix_cache_bytes"] = args.prefix_cache_bytes
+    plain_init(self, *a, **k)
+    engines.append(self)
+  gb.SlotEngine._prefill, gb.SlotEngine.__init__ = prefill, init
 
   config = proof.get_config()
   config.seed, config.shared_dir = args.seed, ""
@@ -92,7 +108,7 @@ def main() -> None:
                      f"proof.modes={args.modes};proof.slots={args.slots}" + (";proof.params=init" if init else ""))
   previous = "" if init else os.path.abspath(args.params)
   cfg = cur.stage_config(config, stage, previous, os.path.join(args.out, "synth"))
-  cfg.compile_cache_dir = os.path.join(args.out, "jax_cache")
+  cfg.compile_cache_dir = os.path.abspath(args.compile_cache_dir) if args.compile_cache_dir else os.path.join(args.out, "jax_cache")
   os.makedirs(os.path.join(args.out, "eval"))
   t0, cpu0 = time.perf_counter(), time.process_time()
   out = proof_steps.evaluate(cfg, os.path.join(args.out, "eval"), previous, args.out)
@@ -102,7 +118,8 @@ def main() -> None:
                           "median_ms": round(1e3 * np.median(v), 1)} for k, v in sorted(spans.items())},
             "prompt_len": {"min": min(p for p, _ in prefills), "median": float(np.median([p for p, _ in prefills])),
                            "max": max(p for p, _ in prefills)} if prefills else {},
-            "pool_lengths": sorted({m for _, m in prefills})}
+            "pool_lengths": sorted({m for _, m in prefills}),
+            "prefix_cache": [e.prefix.stats() for e in engines if hasattr(e, "prefix")]}
   with open(os.path.join(args.out, "timing.json"), "w") as f:
     json.dump(report, f, indent=1)
   print(json.dumps(report, indent=1))

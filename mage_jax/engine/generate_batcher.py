@@ -31,6 +31,7 @@ from typing import Any, Callable
 import jax.numpy as jnp
 import numpy as np
 
+from mage_jax.engine import prefix_cache
 from mage_jax.models import slot_decode
 from mage_jax.models import vocab_serving
 from mage_jax.models.config import IM_END_ID
@@ -95,7 +96,7 @@ class GenerateBatcher:
     self.snapshot, self.max_batch, self.reject_while_paused = snapshot, max_batch, reject_while_paused
     self.cond = threading.Condition()
     self.queue: collections.deque[Job] = collections.deque()
-    self.paused = self.frozen = self.running = self.stopped = False
+    self.paused = self.frozen = self.running = self.stopped = self.reset_prefix = False
     self.inflight = 0              # admitted and not finished (queued or running)
     # live requests per decode call (and per prefill call that finished every row it admitted)
     self.batch_sizes: collections.Counter[int] = collections.Counter()
@@ -141,6 +142,13 @@ class GenerateBatcher:
       self.paused = self.frozen = False
       self.cond.notify_all()
 
+  def reset_prefix_cache(self) -> bool:
+    """Drop the rows kept for prefix reuse before the next admission (the worker owns them)."""
+    with self.cond:
+      self.reset_prefix = True
+      self.cond.notify_all()
+    return True
+
   def stop(self) -> None:
     with self.cond:
       self.stopped = True
@@ -178,6 +186,9 @@ class GenerateBatcher:
             job.done.set()
           self.cond.notify_all()
           return
+        if self.reset_prefix:
+          engine.prefix.clear()
+          self.reset_prefix = False
         jobs = self._admit()
         self.running = True
       try:
@@ -199,14 +210,20 @@ class SlotEngine:
   """Host side of continuous batching: which job sits in which slot of the KV-cache pool,
   and each row's state (`slot_decode.Rows`); the math is in `models.slot_decode`."""
 
-  def __init__(self, capacity: int, *, eos_id: int | None = None, steps: int = STEPS):
+  def __init__(self, capacity: int, *, eos_id: int | None = None, steps: int = STEPS,
+               prefix_cache_bytes: int = prefix_cache.DEFAULT_BUDGET_BYTES):
     self.capacity, self.steps = capacity, steps
     self.eos_id = IM_END_ID if eos_id is None else eos_id
     self.policy, self.label, self.split, self.table = None, "", None, None
     self.model = None                     # what decodes: the policy's model, or it on its distinct rows
-    self.pool = None                      # KVCache [rows, max_len], index [rows]
+    self.pool = None                      # KVCache [rows, max_len], index [rows]; slot i = position i
     self.slots: dict[int, Job] = {}       # slot -> the job generating there
+    self.held: dict[int, np.ndarray] = {}  # slot -> its prompt's cache keys (then its job's tokens[:-1])
+    self.need: dict[int, int] = {}        # slot -> the pool length its job needs
     self.rows = self._host_rows(0)
+    # rows of finished requests kept for later prompts that start the same way (0 bytes: no reuse)
+    self.prefix = prefix_cache.PrefixCache(prefix_cache_bytes)
+    self.image_token_id, self.merge_group = None, 4
 
   @property
   def active(self) -> int:
@@ -217,6 +234,11 @@ class SlotEngine:
     if policy is not self.policy:
       self.model, self.table = vocab_serving.serving_model(policy.model)
       self.policy, self.split = policy, slot_decode.split(self.model)
+      self.prefix.clear()                 # kept rows hold the old weights' keys and values
+      cfg = policy.model.cfg
+      self.image_token_id = getattr(cfg, "image_token_id", None)
+      if hasattr(cfg, "vision"):
+        self.merge_group = cfg.vision.spatial_merge_size ** 2
     self.label = label
 
   @staticmethod
@@ -232,7 +254,7 @@ class SlotEngine:
     if self.pool is None or not self.slots:
       if self.pool is None or self.pool.segment_ids.shape != (rows, max_len):
         self.pool = slot_decode.init_pool(self.model, rows, max_len)
-      self.slots, self.rows = {}, self._host_rows(rows)
+      self.slots, self.held, self.need, self.rows = {}, {}, {}, self._host_rows(rows)
       return
     source = np.arange(rows, dtype=np.int32)    # grows only: slot i stays slot i
     source[source >= self.pool.segment_ids.shape[0]] = -1
@@ -248,56 +270,103 @@ class SlotEngine:
     self.slots, self.rows = slots, new_rows
 
   @staticmethod
-  def _need(job: Job) -> int:
-    return length_bucket(len(job.prompt), 16) + job.max_tokens
+  def _need(job: Job, match: prefix_cache.Match) -> int:
+    """Cache slots the job's row needs: its padded prompt (or the padded rest after a reused
+    prefix), then a slot per token from the prompt's end (slot i = position i)."""
+    n = len(job.prompt)
+    if not match.shared:
+      return max(length_bucket(n, 16), n + job.max_tokens)
+    kept = match.stored.length if match.stored is not None else 0
+    return max(match.shared + length_bucket(n - match.shared, 64), n + job.max_tokens, kept)
+
+  def _held_keys(self, slot: int) -> np.ndarray:
+    """What the live row in `slot` holds: its prompt, then every sampled token but the last."""
+    tokens = self.slots[slot].tokens[:-1]
+    return np.concatenate([self.held[slot], np.asarray(tokens, np.int64)]) if tokens else self.held[slot]
 
   # ---- admission: prefill into free slots --------------------------------------------------------
   def admit(self, jobs: list[Job]) -> list[Job]:
-    """Prefill the jobs into free slots; -> the jobs already finished (max_tokens 1, EOS)."""
+    """Prefill the jobs into free slots (each reusing the longest prefix a live or kept row holds);
+    -> the jobs already finished (max_tokens 1, EOS)."""
     if not jobs:
       return []
     rows = min(pool_rows(self.active + len(jobs)), max(self.capacity, self.active + len(jobs)))
-    need = max(self._need(j) for j in [*jobs, *self.slots.values()])
-    max_len = length_bucket(need, 64)
-    if self.pool is None or not self.slots:
+    fresh = self.pool is None or not self.slots
+    total = rows if fresh else max(rows, self.pool.segment_ids.shape[0])
+    free = [s for s in range(total) if s not in self.slots]
+    live = {} if fresh else {s: self._held_keys(s) for s in self.slots}
+    plans = []
+    for job, slot in zip(jobs, free):
+      prompt = prefix_cache.prompt_keys(job.prompt, job.vision, self.image_token_id, self.merge_group)
+      match = self.prefix.match(prompt, live)
+      plans.append((job, slot, prompt, match))
+      live[slot] = prompt.keys   # a later job of this batch may share it (its prompt is in the row)
+    needs = [self._need(job, match) for job, _, _, match in plans]
+    max_len = length_bucket(max([*needs, *self.need.values()]), 64)
+    if fresh:
       self._layout(rows, max_len)
     else:
       have_rows, have_len = self.pool.segment_ids.shape
       if rows > have_rows or max_len > have_len:
         self._layout(max(rows, have_rows), max(max_len, have_len))
-    free = iter(s for s in range(self.pool.segment_ids.shape[0]) if s not in self.slots)
     finished = []
-    for job in jobs:   # one prefill per request: its shape never depends on who else came
-      if self._prefill(job, next(free)):
+    for (job, slot, prompt, match), need in zip(plans, needs):   # one prefill per request
+      self.need[slot] = need
+      if self._prefill(job, slot, prompt, match):
         finished.append(job)
     return finished
 
-  def _prefill(self, job: Job, slot: int) -> bool:
-    """Prefill `job` into `slot`; True when it is already finished."""
-    tokens = np.full((1, length_bucket(len(job.prompt), 16)), PAD_ID, np.int32)
-    tokens[0, :len(job.prompt)] = job.prompt
-    if job.vision.get("patch_image_ids") is not None:
+  def _prefill(self, job: Job, slot: int, prompt: prefix_cache.Prompt, match: prefix_cache.Match) -> bool:
+    """Prefill `job` into `slot`, the whole prompt or the rest after `match.shared` reused
+    positions (copied from a live slot or a kept row); True when it is already finished. The
+    shape of a prefill never depends on who else came."""
+    n, m = len(job.prompt), match.shared
+    # the rest after a reused prefix is padded to at least 64: each length is a compile of extend_slot
+    tokens = np.full((1, length_bucket(n - m, 64 if m else 16)), PAD_ID, np.int32)
+    tokens[0, :n - m] = job.prompt[m:]
+    vision = prefix_cache.suffix_vision(job.vision, prompt, m) if m else job.vision
+    if vision.get("patch_image_ids") is not None:
       validate = getattr(self.policy.model, "validate_inputs", None)
       if validate is not None:   # inside jit a token/image count mismatch can't raise
-        validate(tokens, **job.vision)
+        validate(tokens, **vision)
+      vision = {k: jnp.asarray(v) for k, v in vision.items()}
     params = {"seed": job.seed, "temperature": max(job.temperature, 1e-6), "top_p": job.top_p,
               "greedy": job.greedy}
     for name, value in params.items():
       self.rows[name][slot] = value
     model_def, leaves = self.split
-    token, logp, row = slot_decode.prefill_row(
-        model_def, leaves, self.table, jnp.asarray(tokens), jnp.asarray([len(job.prompt)], jnp.int32),
-        *(jnp.asarray(self.rows[name][slot:slot + 1]) for name in params), job.vision)
-    self.pool = slot_decode.insert_row(self.pool, row, jnp.int32(slot))
+    row_params = [jnp.asarray(self.rows[name][slot:slot + 1]) for name in params]
+    length = jnp.asarray([n - m], jnp.int32)
+    if not m:
+      token, logp, row = slot_decode.prefill_row(model_def, leaves, self.table, jnp.asarray(tokens), length,
+                                                 *row_params, vision)
+      self.pool = slot_decode.insert_row(self.pool, row, jnp.int32(slot))
+    else:
+      if match.stored is not None:
+        self.pool = slot_decode.insert_row(self.pool, match.stored.row, jnp.int32(slot))
+      else:
+        self.pool = slot_decode.copy_row(self.pool, jnp.int32(match.slot), jnp.int32(slot))
+      embeds = slot_decode.embed_tokens(model_def, leaves, self.table, jnp.asarray(tokens), vision)
+      logits, self.pool = slot_decode.extend_slot(model_def, leaves, self.pool, jnp.int32(slot), embeds, length,
+                                                  jnp.int32(m))
+      token, logp = slot_decode.first_token(self.table, logits, *row_params)
+    self.prefix.count(n, m)
     job.label = self.label
     token, logp = int(np.asarray(token)[0]), float(np.asarray(logp)[0])
-    self.rows["token"][slot], self.rows["position"][slot], self.rows["count"][slot] = (
-        token, len(job.prompt), 1)
-    self.slots[slot] = job
+    self.rows["token"][slot], self.rows["position"][slot], self.rows["count"][slot] = (token, n, 1)
+    self.slots[slot], self.held[slot] = job, prompt.keys
     if self._emit(job, token, logp):
-      del self.slots[slot]
+      self._leave(slot)
       return True
     return False
+
+  def _leave(self, slot: int) -> None:
+    """A finished job leaves its slot; its row is kept for later prompts that share its prefix."""
+    keys = self._held_keys(slot)
+    if self.prefix.wants(keys):
+      length = min(self.pool.segment_ids.shape[1], length_bucket(len(keys), 64))
+      self.prefix.keep(keys, slot_decode.take_row(self.pool, jnp.int32(slot), length=length))
+    del self.slots[slot], self.held[slot], self.need[slot]
 
   def _emit(self, job: Job, token: int, logp: float) -> bool:
     """Append one token; True when the job is finished."""
@@ -324,7 +393,7 @@ class SlotEngine:
     for slot, job in list(self.slots.items()):
       for i in range(self.steps):
         if self._emit(job, int(tokens[i, slot]), float(logps[i, slot])):
-          del self.slots[slot]
+          self._leave(slot)
           finished.append(job)
           break
     # No shrinking while slots are live (each new pool shape is a compile, seconds on a busy
@@ -336,7 +405,8 @@ class SlotEngine:
     jobs = list(dict.fromkeys([*self.slots.values(), *also]))
     for job in jobs:
       job.error = error
-    self.slots, self.pool = {}, None
+    self.slots, self.held, self.need, self.pool = {}, {}, {}, None
+    self.prefix.clear()
     return jobs
 
 

@@ -11,7 +11,8 @@ uses (see rollout_client.py for the protocol facts and their vLLM sources):
                               engine/generate_batcher.py); while paused new requests wait
                               (vLLM <= 0.32) or, with vllm_behaviour="0.33", get HTTP 503
                               "Generation is paused"
-  POST /reset_prefix_cache    {"success": true}, as vLLM; there is no cross-request cache
+  POST /reset_prefix_cache    drops the rows kept for prefix reuse (engine/prefix_cache.py)
+                              before the next admission; {"success": true}, as vLLM
   POST /collective_rpc        method `reload_weights`, kwargs {weights_path} (or args[0]):
                               `api.load` the HF dir, then swap the policy atomically
   POST /update_weight_version {"new_version": str}; GET /weight_info -> {"weight_version"}
@@ -28,7 +29,9 @@ greedy with the raw log-softmax. `top_logprobs` (chat) and `logprobs: k` (comple
 the k most likely alternatives per token, and `stream: true` answers in server-sent events
 (engine/openai_stream.py); errors are OpenAI's shape {"error": {"message", "type", "param",
 "code"}}; GET /version answers like vLLM's, so clients send the vLLM-only fields. Slot rows, prompt lengths and the KV-cache length are
-padded to power-of-two buckets so a server compiles a handful of shapes, not one per request.
+padded to buckets so a server compiles a handful of shapes, not one per request. A prompt that
+starts like a live or recently finished request's prompt + completion prefills only the rest
+(prefix reuse, engine/prefix_cache.py), as vLLM's automatic prefix caching.
 """
 from __future__ import annotations
 
@@ -462,7 +465,7 @@ def _handler(server: RolloutServer):
           "/v1/chat/completions": lambda b: (200, server.generate(b, chat=True)),
           "/pause": lambda b: (server.pause(mode), (200, {"status": "paused"}))[1],
           "/resume": lambda b: (server.resume(), (200, {"status": "resumed"}))[1],
-          "/reset_prefix_cache": lambda b: (200, {"success": True}),
+          "/reset_prefix_cache": lambda b: (200, {"success": server.batcher.reset_prefix_cache()}),
           "/collective_rpc": lambda b: (200, server.collective_rpc(b)),
           "/update_weight_version": lambda b: (200, server.update_weight_version(b)),
       })

@@ -106,7 +106,10 @@ def prefill_row(model_def: ModelDef, leaves, table, tokens, length, seed, temper
   logits, cache = prefill(model, vocab_rows(table, tokens), length, cache, **vision_inputs)
   token, logp = sample_token(full_logits(table, logits), _keys(seed, jnp.zeros_like(length)), greedy=greedy,
                              temperature=temperature, top_p=top_p)
-  return token, logp, cache
+  # The next write goes right after the prompt's last real token (its padding is empty, segment
+  # 0, and decode overwrites it), so a row's slot i always holds sequence position i: the layout
+  # `extend_slot` relies on to reuse the row's prefix for a later request.
+  return token, logp, cache.replace(index=length[0])
 
 
 @functools.partial(jax.jit, donate_argnames=("pool",))
@@ -121,6 +124,61 @@ def insert_row(pool: KVCache, row: KVCache, slot) -> KVCache:
                  segment_ids=put(pool.segment_ids, row.segment_ids),
                  positions=put(pool.positions, row.positions),
                  index=pool.index.at[slot].set(row.index))
+
+
+@functools.partial(jax.jit, donate_argnames=("pool",))
+def copy_row(pool: KVCache, source, slot) -> KVCache:
+  """Pool slot `slot` := slot `source` (a live row whose prefix a new request shares)."""
+  def cp(x):
+    return jax.lax.dynamic_update_index_in_dim(x, jax.lax.dynamic_index_in_dim(x, source, 0, False), slot, 0)
+  return jax.tree.map(cp, pool)
+
+
+@functools.partial(jax.jit, static_argnames=("length",))
+def take_row(pool: KVCache, slot, *, length: int) -> KVCache:
+  """A copy of slot `slot`'s first `length` cache entries as a one-row cache [1, length] (a finished
+  request's row, kept for a later request that shares its prefix)."""
+  def tk(x):
+    row = jax.lax.dynamic_index_in_dim(x, slot, 0, keepdims=x.ndim > 1)
+    return row[:, :length] if x.ndim > 1 else row
+  return jax.tree.map(tk, pool)
+
+
+@functools.partial(jax.jit, static_argnames=("model_def",))
+def embed_tokens(model_def: ModelDef, leaves, table, tokens, vision_inputs):
+  """Input embeddings [1, S, D] of right-padded tokens [1, S] (full ids), images spliced in:
+  `extend_slot`'s input, so that its compile depends on S and the pool alone, not on the images."""
+  return model_def.merge(leaves).embed_inputs(vocab_rows(table, tokens), **vision_inputs)
+
+
+@jax.jit
+def first_token(table, logits, seed, temperature, top_p, greedy):
+  """A request's token 0 from its prompt's last logits [1, V or rows], as `prefill_row` samples it;
+  a jit of its own, compiled once, where `extend_slot` compiles per pool and rest length."""
+  return sample_token(full_logits(table, logits), _keys(seed, jnp.zeros(seed.shape, jnp.int32)), greedy=greedy,
+                      temperature=temperature, top_p=top_p)
+
+
+@functools.partial(jax.jit, static_argnames=("model_def",), donate_argnames=("pool",))
+def extend_slot(model_def: ModelDef, leaves, pool: KVCache, slot, embeds, length, start):
+  """Prefix reuse: slot `slot` already holds a sequence whose first `start` positions equal this
+  request's prompt (slot i = position i). The rest of the prompt, `embeds` [1, S, D] (right-padded,
+  `length` [1] real tokens; `embed_tokens`), runs at positions start.. written from slot `start`.
+  -> (the logits at its last real token [1, V or rows] for `first_token`, pool). They equal a whole
+  prefill's up to float rounding (the cached keys and values are the same numbers).
+  The row's entries from position `start` on are also dropped (segment 0), although causality
+  already hides them (their positions are at least their slots, beyond any query's). The pool
+  must hold start + S slots (a write past the end would be clamped, not raised)."""
+  model = model_def.merge(leaves)
+  row = jax.tree.map(lambda x: jax.lax.dynamic_index_in_dim(x, slot, 0, keepdims=x.ndim > 1), pool)
+  row = row.replace(segment_ids=jnp.where(row.positions < start, row.segment_ids, 0), index=start)
+  offsets = jnp.arange(embeds.shape[1], dtype=jnp.int32)[None]
+  segment_ids = (offsets < length[:, None]).astype(jnp.int32)
+  hidden, row = model.decode(embeds, start + offsets, segment_ids, row)
+  last = jnp.take_along_axis(hidden, (length - 1)[:, None, None], axis=1)[:, 0]
+  row = row.replace(index=start + length[0])
+  put = lambda old, new: jax.lax.dynamic_update_index_in_dim(old, new[0] if new.ndim > 0 else new, slot, 0)
+  return last_logits(model, last), jax.tree.map(put, pool, row)
 
 
 @functools.partial(jax.jit, static_argnames=("model_def", "steps"), donate_argnames=("pool",))
