@@ -517,5 +517,6 @@ def test_student_decode_rows_vs_full_tiny():
   from mage_jax.bench import decode_bench
   ids = np.arange(1000, 1300, dtype=np.int32)
   rows, details = decode_bench.student_decode(ids, rows=2, max_len=64, reps=1)
-  assert [r.unit for r in rows] == ["ms", "ms", "x"] and details["kept_ids"] == 300
-  assert all(r.value > 0 for r in rows) and rows[2].value == pytest.approx(rows[0].value / rows[1].value)
+  assert [r.unit for r in rows] == ["ms", "ms", "ms", "x"] and details["kept_ids"] == 300
+  assert all(r.value > 0 for r in rows) and rows[3].value == pytest.approx(rows[0].value / rows[2].value)
+  assert set(details["ms_per_call"]) == {"full", "rows_full_sampler", "rows"}

@@ -125,3 +125,35 @@ def test_a_mage_vl_model_with_an_image_decodes_on_its_rows_and_keeps_the_image_i
     np.testing.assert_allclose(job.logprobs, ref[np.arange(6), job.tokens], atol=1e-4)
     if temperature == 0.0:
       assert job.tokens == ref.argmax(-1).tolist()
+
+
+def test_the_row_sampler_draws_the_full_vocabulary_samplers_tokens():
+  """vocab_serving.sample on the rows (RowRace) against sampling.sample_token over full_logits: the
+  same tokens for the same keys (sampled, greedy, tied maxima, the rest row on top), log-probs within
+  float rounding; a top_p < 1 batch takes the full path."""
+  import jax.numpy as jnp
+  from mage_jax.models.sampling import sample_token
+  rng = np.random.default_rng(3)
+  table = np.full(FULL, len(KEPT), np.int32)
+  table[KEPT] = np.arange(len(KEPT))
+  race = vocab_serving.row_race(jnp.asarray(table))
+  assert int(race.rest_row) == len(KEPT) and int(race.rest_count.sum()) == FULL - len(KEPT)
+  b = 64
+  for trial in range(12):
+    logits = rng.normal(size=(b, len(KEPT) + 1)).astype(np.float32) * (1 + trial % 4)
+    logits[:4, -1] = logits[:4].max(-1) + 2.0          # the rest row on top: its lowest id wins greedy
+    logits[4:8, 10] = logits[4:8, 3] = logits[4:8].max(-1) + 1.0   # a tie between two kept rows
+    greedy = jnp.asarray(rng.random(b) < 0.3)
+    temperature = jnp.asarray(rng.uniform(0.5, 1.5, b).astype(np.float32))
+    keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(trial), i))(jnp.arange(b))
+    for top_p in (1.0, 0.9):
+      top_p = jnp.full(b, top_p, jnp.float32)
+      want, want_lp = sample_token(vocab_serving.full_logits(jnp.asarray(table), jnp.asarray(logits)), keys,
+                                   greedy=greedy, temperature=temperature, top_p=top_p)
+      got, got_lp = jax.jit(vocab_serving.sample)(jnp.asarray(table), race, jnp.asarray(logits), keys,
+                                                  greedy=greedy, temperature=temperature, top_p=top_p)
+      np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+      np.testing.assert_allclose(np.asarray(got_lp), np.asarray(want_lp), atol=2e-5)
+  g = np.asarray(greedy)
+  assert (np.asarray(got)[:4][g[:4]] == np.flatnonzero(table == len(KEPT))[0]).all()
+  assert vocab_serving.row_race(None) is None

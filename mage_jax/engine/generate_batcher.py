@@ -214,7 +214,7 @@ class SlotEngine:
                prefix_cache_bytes: int = prefix_cache.DEFAULT_BUDGET_BYTES):
     self.capacity, self.steps = capacity, steps
     self.eos_id = IM_END_ID if eos_id is None else eos_id
-    self.policy, self.label, self.split, self.table = None, "", None, None
+    self.policy, self.label, self.split, self.table, self.race = None, "", None, None, None
     self.model = None                     # what decodes: the policy's model, or it on its distinct rows
     self.pool = None                      # KVCache [rows, max_len], index [rows]; slot i = position i
     self.slots: dict[int, Job] = {}       # slot -> the job generating there
@@ -233,6 +233,7 @@ class SlotEngine:
     """The weights (and label) for jobs admitted from now on; callers drain slots first."""
     if policy is not self.policy:
       self.model, self.table = vocab_serving.serving_model(policy.model)
+      self.race = vocab_serving.row_race(self.table)      # the sampler's view of the rows
       self.policy, self.split = policy, slot_decode.split(self.model)
       self.prefix.clear()                 # kept rows hold the old weights' keys and values
       cfg = policy.model.cfg
@@ -339,7 +340,7 @@ class SlotEngine:
     length = jnp.asarray([n - m], jnp.int32)
     if not m:
       token, logp, row = slot_decode.prefill_row(model_def, leaves, self.table, jnp.asarray(tokens), length,
-                                                 *row_params, vision)
+                                                 *row_params, vision, self.race)
       self.pool = slot_decode.insert_row(self.pool, row, jnp.int32(slot))
     else:
       if match.stored is not None:
@@ -349,7 +350,7 @@ class SlotEngine:
       embeds = slot_decode.embed_tokens(model_def, leaves, self.table, jnp.asarray(tokens), vision)
       logits, self.pool = slot_decode.extend_slot(model_def, leaves, self.pool, jnp.int32(slot), embeds, length,
                                                   jnp.int32(m))
-      token, logp = slot_decode.first_token(self.table, logits, *row_params)
+      token, logp = slot_decode.first_token(self.table, logits, *row_params, self.race)
     self.prefix.count(n, m)
     job.label = self.label
     token, logp = int(np.asarray(token)[0]), float(np.asarray(logp)[0])
@@ -384,7 +385,7 @@ class SlotEngine:
     rows = slot_decode.Rows(**{k: jnp.asarray(v) for k, v in self.rows.items()})
     model_def, leaves = self.split
     tokens, logps, self.pool = slot_decode.decode_slots(model_def, leaves, self.table, self.pool, rows,
-                                                         steps=self.steps)
+                                                         steps=self.steps, race=self.race)
     tokens, logps = np.asarray(tokens), np.asarray(logps)     # one fetch per call
     self.rows["position"] += self.steps
     self.rows["count"] += self.steps

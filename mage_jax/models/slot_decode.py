@@ -22,9 +22,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx, struct
 
-from mage_jax.models.sampling import KVCache, last_logits, prefill, sample_token
-from mage_jax.models.vocab_serving import full_logits
+from mage_jax.models.sampling import KVCache, last_logits, prefill
 from mage_jax.models.vocab_serving import rows as vocab_rows
+from mage_jax.models.vocab_serving import sample as sample_vocab
 
 
 class ModelDef:
@@ -92,7 +92,7 @@ def _keys(seed: jax.Array, count: jax.Array) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnames=("model_def",))
 def prefill_row(model_def: ModelDef, leaves, table, tokens, length, seed, temperature, top_p, greedy,
-                vision_inputs):
+                vision_inputs, race=None):
   """One right-padded prompt [1, L] into a fresh one-row cache of its own length L, and its token 0.
 
   -> (token [1], log-prob [1], cache [1, L]). The cache is L long, not the pool's length: the
@@ -100,11 +100,11 @@ def prefill_row(model_def: ModelDef, leaves, table, tokens, length, seed, temper
   pool cost 4x), and the compile depends on L alone. `insert_row` pads it into a pool slot.
   Requests arrive one by one, and a pool of any row count takes the row through `insert_row`.
   `table`: a vocab_serving table (the model decodes on its distinct rows) or None; tokens are
-  full ids either way."""
+  full ids either way. `race`: `vocab_serving.row_race(table)`, to sample on the rows."""
   model = model_def.merge(leaves)
   cache = model.init_cache(1, tokens.shape[1])
   logits, cache = prefill(model, vocab_rows(table, tokens), length, cache, **vision_inputs)
-  token, logp = sample_token(full_logits(table, logits), _keys(seed, jnp.zeros_like(length)), greedy=greedy,
+  token, logp = sample_vocab(table, race, logits, _keys(seed, jnp.zeros_like(length)), greedy=greedy,
                              temperature=temperature, top_p=top_p)
   # The next write goes right after the prompt's last real token (its padding is empty, segment
   # 0, and decode overwrites it), so a row's slot i always holds sequence position i: the layout
@@ -152,10 +152,10 @@ def embed_tokens(model_def: ModelDef, leaves, table, tokens, vision_inputs):
 
 
 @jax.jit
-def first_token(table, logits, seed, temperature, top_p, greedy):
+def first_token(table, logits, seed, temperature, top_p, greedy, race=None):
   """A request's token 0 from its prompt's last logits [1, V or rows], as `prefill_row` samples it;
   a jit of its own, compiled once, where `extend_slot` compiles per pool and rest length."""
-  return sample_token(full_logits(table, logits), _keys(seed, jnp.zeros(seed.shape, jnp.int32)), greedy=greedy,
+  return sample_vocab(table, race, logits, _keys(seed, jnp.zeros(seed.shape, jnp.int32)), greedy=greedy,
                       temperature=temperature, top_p=top_p)
 
 
@@ -182,9 +182,9 @@ def extend_slot(model_def: ModelDef, leaves, pool: KVCache, slot, embeds, length
 
 
 @functools.partial(jax.jit, static_argnames=("model_def", "steps"), donate_argnames=("pool",))
-def decode_slots(model_def: ModelDef, leaves, table, pool: KVCache, rows: Rows, *, steps: int):
+def decode_slots(model_def: ModelDef, leaves, table, pool: KVCache, rows: Rows, *, steps: int, race=None):
   """`steps` decode steps for every slot. -> (tokens [steps, S], log-probs [steps, S], pool).
-  `table` as in `prefill_row`."""
+  `table` and `race` as in `prefill_row`."""
   model = model_def.merge(leaves)
 
   def one_slot(embed, position, cache):   # a one-row cache with a scalar index
@@ -197,9 +197,8 @@ def decode_slots(model_def: ModelDef, leaves, table, pool: KVCache, rows: Rows, 
     pool, token, position, count = carry
     embeds = model.embed_inputs(vocab_rows(table, token)[:, None])[:, 0]
     hidden, pool = jax.vmap(one_slot)(embeds, position, pool)
-    token, logp = sample_token(full_logits(table, last_logits(model, hidden)), _keys(rows.seed, count),
-                               greedy=rows.greedy, temperature=rows.temperature,
-                               top_p=rows.top_p)
+    token, logp = sample_vocab(table, race, last_logits(model, hidden), _keys(rows.seed, count),
+                               greedy=rows.greedy, temperature=rows.temperature, top_p=rows.top_p)
     return (pool, token, position + 1, count + 1), (token, logp)
 
   (pool, *_), (tokens, logps) = jax.lax.scan(
