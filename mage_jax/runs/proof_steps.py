@@ -149,7 +149,8 @@ def vision_screens(cfg: ml_collections.ConfigDict, stage_dir: str) -> dict:
 def served_weights(cfg: ml_collections.ConfigDict, previous: str, out_root: str,
                    probe_episodes: str = "") -> tuple[str, dict | None]:
   """An HF export of `previous`'s final params (a stage dir), or of the random init at cfg.seed,
-  built exactly as the training stages build theirs (run_setup); and the copy probe of those
+  built exactly as the training stages build theirs (run_setup; on config.model.compact_vocab's
+  rows when set, exported expanded to the full vocabulary); and the copy probe of those
   params on `probe_episodes` (the held-out teacher episodes; None without them)."""
   setup.enable_compile_cache(cfg.get("compile_cache_dir", ""))
   c = ml_collections.ConfigDict(cfg.to_dict())
@@ -160,7 +161,7 @@ def served_weights(cfg: ml_collections.ConfigDict, previous: str, out_root: str,
   probe = None
   if probe_episodes:
     probe = copy_probe_figures(cfg, t, state.params, probe_episodes)
-  return export(state.params, t.model_cfg, out_root, 0), probe
+  return export(*t.served_params(state.params), out_root, 0), probe   # full vocabulary when compact
 
 
 def copy_probe_figures(cfg: ml_collections.ConfigDict, t: Any, params: Any, episodes_path: str) -> dict:
