@@ -54,6 +54,9 @@ def get_config(arg: str | None = None):
       # weights of positive / negative advantages: 1, 1 = GRPO; 1, 0 = only calls of episodes that
       # beat their group train; 0, 1 = only those below it (docs/rl.md)
       positive_advantage_weight=1.0, negative_advantage_weight=1.0,
+      # an unparsable call's advantage is min(A, this), in [-1, 0]: 0 never reinforces it; < 0 also
+      # pushes it down when its episode succeeds anyway (docs/rl.md)
+      parse_error_advantage=0.0,
       # "episode": every token its episode's advantage (GRPO); "prefix_tree": each token its step in
       # the value of the prefix the group's episodes share (mage_jax/rl/credit.py)
       credit="episode",

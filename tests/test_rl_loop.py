@@ -590,13 +590,41 @@ def test_advantages_are_scaled_by_their_signs_weight():
     samples_with_advantages(groups, eps=1e-6, weights=(1.0, 1.5))
 
 
+def test_a_broken_call_is_pushed_down_even_when_its_episode_succeeds():
+  """rl.parse_error_advantage c: an unparsable call gets min(A, c) (then the sign's weight), so in
+  an episode that succeeded anyway it is pushed down at c, not left at 0; parsed calls keep A."""
+  from mage_jax.rl.batch import RLSample
+  from mage_jax.rl.loop import samples_with_advantages, samples_with_gradient
+
+  def ep(reward, parsed):
+    return EpisodeSamples("e", reward, [RLSample([1], [2], [-1.0], 0.0, 0, parsed=p) for p in parsed])
+  groups = [RolloutGroup("a", "g0", [ep(1.0, [True, False]), ep(0.0, [False]), ep(0.0, [True])])]
+  r = np.array([1.0, 0.0, 0.0])
+  a = (r - r.mean()) / (r.std() + 1e-6)   # [1.41, -0.71, -0.71]
+  for c, n in ((0.0, 1.0), (-1.0, 1.0), (-0.5, 1.0), (-1.0, 0.5)):
+    samples, _ = samples_with_advantages(groups, eps=1e-6, weights=(1.0, n), parse_error_advantage=c)
+    np.testing.assert_allclose([s.advantage for s in samples],
+                               [a[0], n * min(0.0, c), n * min(a[1], c), n * a[2]], rtol=1e-5, atol=1e-7)
+  # a flat group (every episode failed): its broken call still carries the push
+  flat_group = [RolloutGroup("b", "g1", [ep(0.0, [True, False]), ep(0.0, [True])])]
+  samples, flat = samples_with_advantages(flat_group, eps=1e-6, parse_error_advantage=-1.0)
+  kept, left_out = samples_with_gradient(samples)
+  assert flat == 1 and left_out == 2 and [s.advantage for s in kept] == [-1.0] and not kept[0].parsed
+  with pytest.raises(ValueError, match=r"parse_error_advantage=0.5"):
+    samples_with_advantages(groups, eps=1e-6, parse_error_advantage=0.5)
+
+
 def test_the_config_rejects_advantage_weights_outside_0_1():
   from mage_jax.rl import loop as rl_loop
   from mage_jax.train.run_setup import ConfigError
   import configs.stage5_rl as stage5
   c = stage5.get_config("tiny")
-  for field in ("negative_advantage_weight", "positive_advantage_weight"):
+  for field in ("negative_advantage_weight", "positive_advantage_weight", "parse_error_advantage"):
     c = stage5.get_config("tiny")
-    c.rl[field] = -0.5
+    c.rl[field] = -1.5
     with pytest.raises(ConfigError, match=field):
       rl_loop.validate(c)
+  c = stage5.get_config("tiny")
+  c.rl.parse_error_advantage = 0.25
+  with pytest.raises(ConfigError, match="parse_error_advantage"):
+    rl_loop.validate(c)

@@ -8,6 +8,10 @@ from mage_jax.train.run_setup import COUNT, FRACTION, NON_NEGATIVE, NON_NEGATIVE
 # per-token scale is |A| ~ 1; a larger c makes the update an entropy update with a reward term).
 ENTROPY_COEFF: Rule = ("a number in [-1, 1]", lambda v: FINITE[1](v) and -1 <= v <= 1)
 
+# An unparsable call's advantage cap (rl/loop.py samples_with_advantages): <= 0, at most an
+# episode advantage's usual size.
+PARSE_ERROR_ADVANTAGE: Rule = ("a number in [-1, 0]", lambda v: FINITE[1](v) and -1 <= v <= 0)
+
 RL_FIELDS: dict[str, Rule] = {
     "rl.num_tasks": COUNT, "rl.total_updates": COUNT, "rl.groups_per_update": COUNT,
     "rl.episodes_per_group": COUNT, "rl.max_policy_lag": NON_NEGATIVE_INT,
@@ -22,4 +26,5 @@ RL_FIELDS: dict[str, Rule] = {
     "rl.engine_port": NON_NEGATIVE_INT, "rl.max_micro_batches": COUNT,
     "rl.epochs_per_update": COUNT, "rl.negative_advantage_weight": FRACTION,
     "rl.positive_advantage_weight": FRACTION, "rl.entropy_coeff": ENTROPY_COEFF,
+    "rl.parse_error_advantage": PARSE_ERROR_ADVANTAGE,
 }

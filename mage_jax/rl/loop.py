@@ -199,10 +199,11 @@ def epochs_per_update(rl: ml_collections.ConfigDict) -> int:
 
 
 def samples_with_advantages(groups: Sequence[RolloutGroup], eps: float,
-                            weights: tuple[float, float] = (1.0, 1.0), credit: str = "episode"
-                            ) -> tuple[list[RLSample], int]:
+                            weights: tuple[float, float] = (1.0, 1.0), credit: str = "episode",
+                            parse_error_advantage: float = 0.0) -> tuple[list[RLSample], int]:
   """Every sample of every group with its episode's group-relative advantage, except that a call
-  the harness could not parse (`RLSample.parsed` False) is never reinforced: min(A, 0); then a
+  the harness could not parse (`RLSample.parsed` False) is never reinforced:
+  min(A, parse_error_advantage) (rl.parse_error_advantage, in [-1, 0]; 0: min(A, 0)); then a
   positive advantage is scaled by weights[0], a negative one by weights[1]
   (rl.positive_advantage_weight, rl.negative_advantage_weight; (1, 1) is GRPO). With (1, 0) only
   the calls of episodes that beat their group train: SFT on the policy's own successes weighted by
@@ -216,7 +217,13 @@ def samples_with_advantages(groups: Sequence[RolloutGroup], eps: float,
   after one (the step budget has room). With the episode's advantage its broken call was
   pushed up: after 12 updates of 4 epochs at lr 1e-4 the proof's RL rollouts had 17-19
   unparsable calls per 64 episodes (3 in the first update) and solved held-out episodes
-  contained loops like '"status": "key", "status": "key", ...' (docs/results.md, session 25)."""
+  contained loops like '"status": "key", "status": "key", ...' (docs/results.md, session 25).
+  Why a negative parse_error_advantage: with min(A, 0) a broken call in an episode that succeeds
+  anyway (file_and_click's click is scored, not the call after it) gets 0, so nothing holds it
+  down; from session 41's seed-0 SFT, 16 updates turned file_and_click's third call into
+  "<think>" and a run of newlines in 58 of 60 held-out episodes (2 of 60 after SFT; session 42)."""
+  if not -1.0 <= parse_error_advantage <= 0.0:
+    raise ValueError(f"parse_error_advantage={parse_error_advantage}: expected a number in [-1, 0]")
   if not all(0.0 <= w <= 1.0 for w in weights):
     raise ValueError(f"advantage weights {weights}: expected (positive, negative) weights in [0, 1]")
   if credit not in CREDITS:
@@ -224,7 +231,8 @@ def samples_with_advantages(groups: Sequence[RolloutGroup], eps: float,
   positive_weight, negative_weight = weights
 
   def weighted(a, parsed: bool):
-    a = np.asarray(a, np.float32) if parsed else np.minimum(np.asarray(a, np.float32), 0.0)
+    a = (np.asarray(a, np.float32) if parsed
+         else np.minimum(np.asarray(a, np.float32), parse_error_advantage))
     return np.where(a < 0, a * negative_weight, a * positive_weight).astype(np.float32)
 
   out, flat = [], 0
@@ -403,7 +411,8 @@ def train_rl(config: ml_collections.ConfigDict, workdir: str, *, rollout_fn: Rol
         wait_s = time.perf_counter() - t0
         trained_groups, unrewarded = groups_for_update(groups, rl)
         samples, flat = samples_with_advantages(trained_groups, rl.adv_eps, advantage_weights(rl),
-                                                rl.get("credit", "episode"))
+                                                rl.get("credit", "episode"),
+                                                float(rl.get("parse_error_advantage", 0.0)))
         flat += unrewarded   # left out: every reward 0, so flat too
         samples, zero_adv = samples_with_gradient(samples, entropy_coeff(rl))
         batch, report = pack_rl_update(samples, rows=rows, max_micro_batches=max_micro, seq_len=seq_len,
