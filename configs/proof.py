@@ -313,10 +313,11 @@ def rl(smoke: bool) -> ml_collections.ConfigDict:
       max_micro_batches=1 if smoke else 64,
       epochs_per_update=1 if smoke else 2,   # optimizer steps per update over its batch (docs/rl.md)
       positive_advantage_weight=1.0, negative_advantage_weight=1.0,   # 1, 1: GRPO (docs/rl.md)
-      # an unparsable call's advantage: min(A, -1) (with min(A, 0) seed 0's 16 updates turned
-      # file_and_click's last call into "<think>" + newlines in 58 of 60 held-out episodes, session
-      # 42: a call after the scored click got 0 when its episode succeeded). The smoke keeps 0.
-      parse_error_advantage=0.0 if smoke else -1.0,
+      # an unparsable call's advantage: min(A, 0). Seed 0's 16 updates from session 41's SFT turned
+      # file_and_click's call after the click into "<think>" + newlines in 58 of 60 held-out
+      # episodes with 0 and with -1 alike (120/240 T=1 both; session 42), so the push is not what
+      # keeps that loop down.
+      parse_error_advantage=0.0,
       credit="episode",            # or "prefix_tree": per-token credit (mage_jax/rl/credit.py)
       # < 0: entropy minimisation beside GRPO's term (docs/rl.md). At -1 (with the settings below,
       # session 27's ent1c) held-out terminal T=1 went 85 -> 90 and 82 -> 88 of 120 on seeds 1 and 2

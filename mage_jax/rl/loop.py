@@ -218,10 +218,11 @@ def samples_with_advantages(groups: Sequence[RolloutGroup], eps: float,
   pushed up: after 12 updates of 4 epochs at lr 1e-4 the proof's RL rollouts had 17-19
   unparsable calls per 64 episodes (3 in the first update) and solved held-out episodes
   contained loops like '"status": "key", "status": "key", ...' (docs/results.md, session 25).
-  Why a negative parse_error_advantage: with min(A, 0) a broken call in an episode that succeeds
+  What a negative parse_error_advantage is for: with min(A, 0) a broken call in an episode that succeeds
   anyway (file_and_click's click is scored, not the call after it) gets 0, so nothing holds it
   down; from session 41's seed-0 SFT, 16 updates turned file_and_click's third call into
-  "<think>" and a run of newlines in 58 of 60 held-out episodes (2 of 60 after SFT; session 42)."""
+  "<think>" and a run of newlines in 58 of 60 held-out episodes (2 of 60 after SFT; session 42). At
+  -1 the same run broke it in 58 of 60 again: the push alone does not hold that loop down."""
   if not -1.0 <= parse_error_advantage <= 0.0:
     raise ValueError(f"parse_error_advantage={parse_error_advantage}: expected a number in [-1, 0]")
   if not all(0.0 <= w <= 1.0 for w in weights):
