@@ -107,3 +107,25 @@ def test_curriculum_overrides_parse_json_and_reject_unknown_fields():
   assert cfg.train.total_steps == 2 and cfg.name == "stage_b"
   with pytest.raises(KeyError, match="train.nope"):
     curriculum.apply_overrides(cfg, "train.nope=1")
+
+
+def test_workdir_check_from_many_processes_at_once(tmp_path):
+  """The processes of a multi-host job check one shared workdir together: each probe is its own
+  (a fixed probe name let one process remove another's: test_multihost failed so once)."""
+  import threading
+  from mage_jax.train.run_setup import check_workdir
+  errors = []
+
+  def check():
+    for _ in range(300):
+      try:
+        check_workdir(str(tmp_path / "shared"))
+      except Exception as e:   # noqa: BLE001 - any failure is the finding
+        errors.append(e)
+  threads = [threading.Thread(target=check) for _ in range(8)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  assert not errors, errors[:3]
+  assert os.listdir(tmp_path / "shared") == []   # no probe left behind

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import tempfile
 from typing import Any, Callable, Mapping
 
 import jax
@@ -150,12 +151,13 @@ def check_numbers(config: ml_collections.ConfigDict, more_fields: Mapping[str, R
 
 
 def check_workdir(workdir: str) -> None:
+  # A probe file of this process's own (unique name, removed on close): the processes of a
+  # multi-host job check one shared workdir at once, and with one fixed name one removed the
+  # probe under another (tests/test_multihost.py failed so once, session 42).
   try:
     os.makedirs(workdir, exist_ok=True)
-    probe = os.path.join(workdir, ".write_probe")
-    with open(probe, "w") as f:
+    with tempfile.NamedTemporaryFile("w", dir=workdir, prefix=".write_probe.") as f:
       f.write("ok")
-    os.remove(probe)
   except OSError as e:
     raise ConfigError(f"--workdir={workdir!r} is not writable: {e}") from None
 
