@@ -328,6 +328,11 @@ def rl(smoke: bool) -> ml_collections.ConfigDict:
       # mode): from an SFT policy that solved no count_lines task, the held-out copy probe rose
       # 0.43 -> 0.91 nats with them left out, -> 1.56 with them in; held-out T=1 51/120 both (s28)
       entropy_groups="all" if smoke else "rewarded",
+      # the term acts only where the policy's entropy is <= this (nats); 0 = every token. Session 42:
+      # file_and_click's think after the click opens with a name the SFT policy cannot recall
+      # (5.88 nats there, every other first think word <= 0.11), and the ungated term sharpened it
+      # onto a newline loop in 58 of 60 held-out episodes.
+      entropy_gate_nats=0.0,
       max_policy_lag=1, admission_window=2,
       tis_cap=2.0, clip_eps_low=0.2, clip_eps_high=0.28, adv_eps=1e-6,
       task_sampling="frontier", sampler_floor=0.05, sampler_prior_attempts=1,

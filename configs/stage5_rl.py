@@ -66,6 +66,9 @@ def get_config(arg: str | None = None):
       # with the term on: "all" groups, or "rewarded" ones only (a group with no rewarded episode
       # would be trained by the entropy term alone, toward its failing mode; rl/loop.py)
       entropy_groups="all",
+      # the term acts only where the policy's entropy is <= this (nats): a position with no mode is
+      # left to the reward term; 0 = every token (rl/objective.py)
+      entropy_gate_nats=0.0,
       max_policy_lag=3,
       admission_window=4,          # = max_policy_lag + 1 batches of work ahead of the learner
       tis_cap=2.0,                 # truncated importance weight min(exp(logp_old - logp_rollout), C)

@@ -122,6 +122,54 @@ def test_entropy_weight_scales_the_term_per_token_and_not_the_metric():
   np.testing.assert_allclose(float(metrics["entropy"]), (ent * mask).sum() / n, rtol=1e-5)
 
 
+def test_entropy_gate_keeps_the_term_off_tokens_above_it():
+  """rl.entropy_gate_nats = g: a token whose entropy is above g gets no entropy term and no entropy
+  gradient (its mode-less distribution is not sharpened); at or below g the term is as without a
+  gate; the metric still averages every token; g = 0 is no gate."""
+  rng = np.random.default_rng(7)
+  shape = (3, 5)
+  new = rng.normal(-1.0, 0.3, shape).astype(np.float32)
+  old, rollout = new + 0.05, new - 0.05
+  adv = rng.normal(size=shape).astype(np.float32)
+  mask = np.ones(shape, np.float32)
+  mask[2, 3:] = 0
+  ent = rng.uniform(0, 6, shape).astype(np.float32)
+  ent[0, 0] = 1.0                                  # exactly at the gate: kept
+  weight = np.ones(shape, np.float32)
+  weight[1, 1] = 0
+  c, g = -0.7, 1.0
+  args = tuple(map(jnp.asarray, (new, old, rollout, adv, mask)))
+  base = float(obj.rl_finalize(obj.grpo_sums(*args, obj.RLLossConfig()))["loss"])
+  n = mask.sum()
+  for gate, on in ((g, (ent <= g)), (0.0, np.ones(shape, bool))):
+    cfg = obj.RLLossConfig(entropy_coeff=c, entropy_gate=gate)
+
+    def loss(e):
+      return obj.rl_finalize(obj.grpo_sums(*args, cfg, e, jnp.asarray(weight)))["loss"]
+    got, grad = jax.value_and_grad(loss)(jnp.asarray(ent))
+    live_w = mask * weight * on
+    np.testing.assert_allclose(float(got), base - c * (ent * live_w).sum() / n, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(grad), -c * live_w / n, rtol=1e-5, atol=1e-7)
+    metrics = obj.rl_finalize(obj.grpo_sums(*args, cfg, jnp.asarray(ent), jnp.asarray(weight)))
+    np.testing.assert_allclose(float(metrics["entropy"]), (ent * mask).sum() / n, rtol=1e-5)
+  assert 0 < (mask * (ent <= g)).sum() < mask.sum()       # the gate splits this batch
+
+
+def test_the_entropy_gate_is_a_config_field_checked_at_set_up():
+  from mage_jax.rl import loop as rl_loop
+  from mage_jax.train.run_setup import ConfigError
+  import configs.stage5_rl as stage5
+  c = stage5.get_config("tiny")
+  assert rl_loop.loss_config(c.rl).entropy_gate == 0.0      # default: no gate
+  c.rl.entropy_gate_nats = 1.5
+  rl_loop.validate(c)
+  assert rl_loop.loss_config(c.rl).entropy_gate == 1.5
+  for bad in (-0.1, float("nan"), float("inf")):
+    c.rl.entropy_gate_nats = bad
+    with pytest.raises(ConfigError, match="entropy_gate_nats"):
+      rl_loop.validate(c)
+
+
 def test_minimising_entropy_sharpens_a_toy_policy_and_keeps_its_mode():
   """Zero advantages, c < 0: gradient steps through the chunked head lower the entropy at every
   policy token and leave each token's most likely id where it was; c > 0 raises it."""

@@ -26,5 +26,5 @@ RL_FIELDS: dict[str, Rule] = {
     "rl.engine_port": NON_NEGATIVE_INT, "rl.max_micro_batches": COUNT,
     "rl.epochs_per_update": COUNT, "rl.negative_advantage_weight": FRACTION,
     "rl.positive_advantage_weight": FRACTION, "rl.entropy_coeff": ENTROPY_COEFF,
-    "rl.parse_error_advantage": PARSE_ERROR_ADVANTAGE,
+    "rl.parse_error_advantage": PARSE_ERROR_ADVANTAGE, "rl.entropy_gate_nats": NON_NEGATIVE,
 }

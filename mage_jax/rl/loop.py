@@ -187,7 +187,8 @@ def groups_for_update(groups: Sequence[RolloutGroup], rl: ml_collections.ConfigD
 
 
 def loss_config(rl: ml_collections.ConfigDict) -> obj_lib.RLLossConfig:
-  return obj_lib.RLLossConfig(rl.clip_eps_low, rl.clip_eps_high, rl.tis_cap, entropy_coeff(rl))
+  return obj_lib.RLLossConfig(rl.clip_eps_low, rl.clip_eps_high, rl.tis_cap, entropy_coeff(rl),
+                              float(rl.get("entropy_gate_nats", 0.0)))
 
 
 def epochs_per_update(rl: ml_collections.ConfigDict) -> int:

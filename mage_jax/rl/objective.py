@@ -9,7 +9,9 @@ and the loss is the token mean of l - c * e * H over policy tokens, where H is t
 policy's next-token distribution at the token's context, c is rl.entropy_coeff (verl's sign:
 c > 0 keeps entropy up, c < 0 sharpens the policy toward its mode; 0, the default, leaves GRPO's
 loss as it is and H a metric) and e the batch's entropy_weight (1 by default; the RL batch sets
-0 on the calls the harness could not parse, so the term never sharpens a broken call). logp_old is the
+0 on the calls the harness could not parse, so the term never sharpens a broken call), times 0
+where H exceeds the gate g (rl.entropy_gate_nats; 0 = no gate): a position where the policy has no
+mode is not sharpened onto whatever leads it (docs/rl.md). logp_old is the
 learner's log-prob under the parameters before the update, logp_rollout the
 inference engine's log-prob of the sampled token; w corrects the engine/learner
 mismatch.
@@ -67,6 +69,10 @@ class RLLossConfig(NamedTuple):
   clip_eps_high: float = 0.28
   tis_cap: float = 2.0
   entropy_coeff: float = 0.0
+  # the term acts only on tokens whose (stop-gradient) entropy is <= this many nats; 0 = every token.
+  # Why: at a position with no mode (5.88 nats, top probability 0.046) c < 0 drove one call's
+  # think onto a newline loop (probability 1.000 after 16 updates; docs/results.md, session 42).
+  entropy_gate: float = 0.0
 
 
 class RLSums(NamedTuple):
@@ -105,6 +111,8 @@ def grpo_sums(logp_new: jax.Array, logp_old: jax.Array, logp_rollout: jax.Array,
     raise ValueError(f"entropy_coeff={cfg.entropy_coeff} needs the per-token entropy")
   ent = zero if entropy is None else jnp.where(live, entropy.astype(jnp.float32), zero)
   ent_w = m if entropy_weight is None else jnp.where(live, entropy_weight.astype(jnp.float32), zero)
+  if cfg.entropy_gate > 0:
+    ent_w = jnp.where(jax.lax.stop_gradient(ent) <= cfg.entropy_gate, ent_w, zero)
 
   log_ratio = new - jax.lax.stop_gradient(old)
   rho = jnp.exp(log_ratio)
