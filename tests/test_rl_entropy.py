@@ -152,6 +152,8 @@ def test_entropy_gate_keeps_the_term_off_tokens_above_it():
     np.testing.assert_allclose(np.asarray(grad), -c * live_w / n, rtol=1e-5, atol=1e-7)
     metrics = obj.rl_finalize(obj.grpo_sums(*args, cfg, jnp.asarray(ent), jnp.asarray(weight)))
     np.testing.assert_allclose(float(metrics["entropy"]), (ent * mask).sum() / n, rtol=1e-5)
+    np.testing.assert_allclose(float(metrics["entropy_above_gate_frac"]),
+                               (mask * ~on).sum() / n, rtol=1e-6)
   assert 0 < (mask * (ent <= g)).sum() < mask.sum()       # the gate splits this batch
 
 

@@ -86,6 +86,7 @@ class RLSums(NamedTuple):
   kl_sum: jax.Array       # sum of (rho - 1) - log rho (k3 estimate of KL(old || new))
   gap_sum: jax.Array      # sum of |logp_old - logp_rollout| (learner vs engine on the sampled tokens)
   entropy_sum: jax.Array  # sum of H, the entropy of the next-token distribution (nats)
+  above_gate: jax.Array   # policy tokens whose H is above cfg.entropy_gate (0 without a gate)
 
 
 def grpo_sums(logp_new: jax.Array, logp_old: jax.Array, logp_rollout: jax.Array,
@@ -111,8 +112,8 @@ def grpo_sums(logp_new: jax.Array, logp_old: jax.Array, logp_rollout: jax.Array,
     raise ValueError(f"entropy_coeff={cfg.entropy_coeff} needs the per-token entropy")
   ent = zero if entropy is None else jnp.where(live, entropy.astype(jnp.float32), zero)
   ent_w = m if entropy_weight is None else jnp.where(live, entropy_weight.astype(jnp.float32), zero)
-  if cfg.entropy_gate > 0:
-    ent_w = jnp.where(jax.lax.stop_gradient(ent) <= cfg.entropy_gate, ent_w, zero)
+  above = (jax.lax.stop_gradient(ent) > cfg.entropy_gate) if cfg.entropy_gate > 0 else (zero > 0)
+  ent_w = jnp.where(above, zero, ent_w)
 
   log_ratio = new - jax.lax.stop_gradient(old)
   rho = jnp.exp(log_ratio)
@@ -133,7 +134,8 @@ def grpo_sums(logp_new: jax.Array, logp_old: jax.Array, logp_rollout: jax.Array,
       ratio_sum=(m * rho_sg).sum(),
       kl_sum=(m * ((rho_sg - 1.0) - log_ratio_sg)).sum(),
       gap_sum=(m * jnp.abs(old - rollout)).sum(),
-      entropy_sum=(m * jax.lax.stop_gradient(ent)).sum())
+      entropy_sum=(m * jax.lax.stop_gradient(ent)).sum(),
+      above_gate=(m * above).sum())
 
 
 def rl_finalize(sums: RLSums) -> dict[str, jax.Array]:
@@ -151,6 +153,8 @@ def rl_finalize(sums: RLSums) -> dict[str, jax.Array]:
       # or weights than the engine sampled from shows here first.
       "rollout_logp_gap": sums.gap_sum / n,
       "entropy": sums.entropy_sum / n,
+      # the share of policy tokens the entropy term leaves alone for having no mode (rl.entropy_gate_nats)
+      "entropy_above_gate_frac": sums.above_gate / n,
       "policy_tokens": sums.tokens,
   }
 
