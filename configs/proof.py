@@ -331,8 +331,10 @@ def rl(smoke: bool) -> ml_collections.ConfigDict:
       # the term acts only where the policy's entropy is <= this (nats); 0 = every token. Session 42:
       # file_and_click's think after the click opens with a name the SFT policy cannot recall
       # (5.88 nats there, every other first think word <= 0.11), and the ungated term sharpened it
-      # onto a newline loop in 58 of 60 held-out episodes.
-      entropy_gate_nats=0.0,
+      # onto a newline loop in 58 of 60 held-out episodes. Gated at 1 (session 43, same SFT and
+      # seed): no loop (1 of 60; invalid calls 10.7% -> 1.0%), held-out T=1 119/240 (ungated 120),
+      # copy probe 0.192 nats (ungated 0.331). The smoke keeps 0: its term is off.
+      entropy_gate_nats=0.0 if smoke else 1.0,
       max_policy_lag=1, admission_window=2,
       tis_cap=2.0, clip_eps_low=0.2, clip_eps_high=0.28, adv_eps=1e-6,
       task_sampling="frontier", sampler_floor=0.05, sampler_prior_attempts=1,
