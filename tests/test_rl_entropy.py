@@ -91,69 +91,61 @@ def test_loss_term_and_its_gradient_match_the_formula():
     obj.grpo_sums(*map(jnp.asarray, (new, old, rollout, adv, mask)), obj.RLLossConfig(entropy_coeff=-0.1))
 
 
-def test_entropy_weight_scales_the_term_per_token_and_not_the_metric():
-  """e = 0 on a token (an unparsable call's): the term neither adds to the loss nor sends a gradient
-  there; the entropy metric still averages every policy token; the surrogate is untouched."""
-  rng = np.random.default_rng(5)
-  shape = (2, 6)
+def _policy_tokens(seed, shape, ent_max):
+  """Random surrogate inputs (log-probs, advantages), an all-ones mask and entropy weight, and
+  per-token entropies in [0, ent_max), as numpy arrays."""
+  rng = np.random.default_rng(seed)
   new = rng.normal(-1.0, 0.3, shape).astype(np.float32)
-  old, rollout = new + 0.1, new - 0.1
   adv = rng.normal(size=shape).astype(np.float32)
-  mask = np.ones(shape, np.float32)
-  mask[1, 4:] = 0
-  ent = rng.uniform(0, 2, shape).astype(np.float32)
-  weight = np.ones(shape, np.float32)
-  weight[0, 2:5] = 0
-  weight[1, 5] = np.nan                           # off the policy tokens: never read
-  c = -0.4
-  args = tuple(map(jnp.asarray, (new, old, rollout, adv, mask)))
-  base = obj.rl_finalize(obj.grpo_sums(*args, obj.RLLossConfig()))
-  cfg = obj.RLLossConfig(entropy_coeff=c)
+  ent = rng.uniform(0, ent_max, shape).astype(np.float32)
+  return new, new + 0.1, new - 0.1, adv, np.ones(shape, np.float32), ent, np.ones(shape, np.float32)
+
+
+def _check_entropy_term(inputs, cfg, ent, weight, live_w):
+  """The loss is GRPO's plus -c * sum(H * live_w) / n, its gradient in H is -c * live_w / n, and
+  the entropy metric averages H over every policy token whatever the weights."""
+  mask = inputs[-1]
+  args = tuple(map(jnp.asarray, inputs))
+  base = float(obj.rl_finalize(obj.grpo_sums(*args, obj.RLLossConfig()))["loss"])
 
   def loss(e):
     return obj.rl_finalize(obj.grpo_sums(*args, cfg, e, jnp.asarray(weight)))["loss"]
   got, grad = jax.value_and_grad(loss)(jnp.asarray(ent))
-  live_w = np.where(mask > 0, np.nan_to_num(weight), 0.0)
-  n = mask.sum()
-  np.testing.assert_allclose(float(got), float(base["loss"]) - c * (ent * live_w).sum() / n,
-                             rtol=1e-5, atol=1e-6)
+  n, c = mask.sum(), cfg.entropy_coeff
+  np.testing.assert_allclose(float(got), base - c * (ent * live_w).sum() / n, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(np.asarray(grad), -c * live_w / n, rtol=1e-5, atol=1e-7)
   metrics = obj.rl_finalize(obj.grpo_sums(*args, cfg, jnp.asarray(ent), jnp.asarray(weight)))
   np.testing.assert_allclose(float(metrics["entropy"]), (ent * mask).sum() / n, rtol=1e-5)
+  return metrics
+
+
+def test_entropy_weight_scales_the_term_per_token_and_not_the_metric():
+  """e = 0 on a token (an unparsable call's): the term neither adds to the loss nor sends a gradient
+  there; the entropy metric still averages every policy token; the surrogate is untouched."""
+  new, old, rollout, adv, mask, ent, weight = _policy_tokens(5, (2, 6), 2.0)
+  mask[1, 4:] = 0
+  weight[0, 2:5] = 0
+  weight[1, 5] = np.nan                           # off the policy tokens: never read
+  live_w = np.where(mask > 0, np.nan_to_num(weight), 0.0)
+  _check_entropy_term((new, old, rollout, adv, mask), obj.RLLossConfig(entropy_coeff=-0.4), ent, weight,
+                      live_w)
 
 
 def test_entropy_gate_keeps_the_term_off_tokens_above_it():
   """rl.entropy_gate_nats = g: a token whose entropy is above g gets no entropy term and no entropy
   gradient (its mode-less distribution is not sharpened); at or below g the term is as without a
   gate; the metric still averages every token; g = 0 is no gate."""
-  rng = np.random.default_rng(7)
-  shape = (3, 5)
-  new = rng.normal(-1.0, 0.3, shape).astype(np.float32)
-  old, rollout = new + 0.05, new - 0.05
-  adv = rng.normal(size=shape).astype(np.float32)
-  mask = np.ones(shape, np.float32)
+  new, old, rollout, adv, mask, ent, weight = _policy_tokens(7, (3, 5), 6.0)
   mask[2, 3:] = 0
-  ent = rng.uniform(0, 6, shape).astype(np.float32)
   ent[0, 0] = 1.0                                  # exactly at the gate: kept
-  weight = np.ones(shape, np.float32)
   weight[1, 1] = 0
-  c, g = -0.7, 1.0
-  args = tuple(map(jnp.asarray, (new, old, rollout, adv, mask)))
-  base = float(obj.rl_finalize(obj.grpo_sums(*args, obj.RLLossConfig()))["loss"])
-  n = mask.sum()
-  for gate, on in ((g, (ent <= g)), (0.0, np.ones(shape, bool))):
-    cfg = obj.RLLossConfig(entropy_coeff=c, entropy_gate=gate)
-
-    def loss(e):
-      return obj.rl_finalize(obj.grpo_sums(*args, cfg, e, jnp.asarray(weight)))["loss"]
-    got, grad = jax.value_and_grad(loss)(jnp.asarray(ent))
-    live_w = mask * weight * on
-    np.testing.assert_allclose(float(got), base - c * (ent * live_w).sum() / n, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(np.asarray(grad), -c * live_w / n, rtol=1e-5, atol=1e-7)
-    metrics = obj.rl_finalize(obj.grpo_sums(*args, cfg, jnp.asarray(ent), jnp.asarray(weight)))
-    np.testing.assert_allclose(float(metrics["entropy"]), (ent * mask).sum() / n, rtol=1e-5)
+  g = 1.0
+  for gate, on in ((g, (ent <= g)), (0.0, np.ones(ent.shape, bool))):
+    metrics = _check_entropy_term((new, old, rollout, adv, mask),
+                                  obj.RLLossConfig(entropy_coeff=-0.7, entropy_gate=gate), ent, weight,
+                                  mask * weight * on)
     np.testing.assert_allclose(float(metrics["entropy_above_gate_frac"]),
-                               (mask * ~on).sum() / n, rtol=1e-6)
+                               (mask * ~on).sum() / mask.sum(), rtol=1e-6)
   assert 0 < (mask * (ent <= g)).sum() < mask.sum()       # the gate splits this batch
 
 
